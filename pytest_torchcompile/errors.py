@@ -1,0 +1,29 @@
+"""The failures the plugin raises. All are AssertionErrors, so pytest shows them as test failures."""
+
+from __future__ import annotations
+
+
+class CompileParityFailure(AssertionError):
+    """Base of every verdict the plugin reaches against a compiled program."""
+
+    __tracebackhide__ = True
+
+
+class ParityError(CompileParityFailure):
+    """Eager and compiled runs disagree: outputs, metadata, mutations, state, gradients or exceptions."""
+
+
+class GraphBreakBudgetExceeded(CompileParityFailure):
+    """More graph breaks than the test's budget allows (or any, under fullgraph)."""
+
+
+class RecompileLimitExceeded(CompileParityFailure):
+    """More recompiles than the test's budget allows, or Dynamo's own limit turned a call eager."""
+
+
+class EagerFallbackError(CompileParityFailure):
+    """A call meant to be compiled ran eagerly (skipped frame, suppressed error): no parity was shown."""
+
+
+class UnusedCheckerError(CompileParityFailure):
+    """A test marked compile_parity that never called the checker."""

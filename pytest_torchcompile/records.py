@@ -1,0 +1,74 @@
+"""Plain, JSON-able records that travel from a test to its report, the summary and the budget file.
+
+They are TypedDicts (not classes) so pytest-xdist can ship them from workers to the controller
+as ordinary report attributes, and `report.py` and `budgets.py` can stay free of torch.
+"""
+
+from __future__ import annotations
+
+from typing import TypedDict
+
+
+class GraphRecord(TypedDict):
+    """One graph handed to the backend, with the reason the graph before it ended."""
+
+    frame: str  # user frame (code name, file:line) the graph was captured from
+    ops: int  # call_function/call_method/call_module nodes in the graph
+    reason: str  # Dynamo's compile_subgraph_reason for this graph
+
+
+class BreakRecord(TypedDict):
+    """One graph break (or a frame Dynamo gave up on), as the user should read it."""
+
+    reason: str
+    location: str  # "path/to/file.py:123" of user code, or "" when unknown
+
+
+class RecompileRecord(TypedDict):
+    """One user-level recompile of a frame, with the guard that failed."""
+
+    frame: str
+    reason: str
+    category: str  # size, stride, dtype, device, requires_grad, grad_mode, python_value, other
+
+
+class FallbackRecord(TypedDict):
+    """A frame that ran eagerly although it was meant to be compiled."""
+
+    frame: str
+    kind: str  # recompile_limit, skipped, suppressed_error
+    reason: str
+
+
+class LeafError(TypedDict):
+    """The largest difference seen in one compared leaf, over every call of the checker."""
+
+    leaf: str  # e.g. "output[1]['logits']", "grad of parameter 'W_q.weight'"
+    max_abs: float
+    max_rel: float
+
+
+class CompileCounts(TypedDict):
+    """What accounting counted for one test, across every checker call and Hypothesis example."""
+
+    graphs: list[GraphRecord]
+    graph_breaks: list[BreakRecord]
+    recompiles: list[RecompileRecord]
+    fallbacks: list[FallbackRecord]
+    cudagraph_rerecords: list[str]
+    compile_time_s: float
+
+
+class TestRecord(TypedDict):
+    """Everything the plugin knows about one parity test; rides on the pytest report."""
+
+    nodeid: str
+    device: str
+    backend: str
+    mode: str
+    dynamic: str  # auto, true, false
+    verdict: str  # passed, failed, skipped
+    calls: int  # checker calls (over all Hypothesis examples)
+    counts: CompileCounts
+    largest_errors: list[LeafError]
+    wall_time_s: float
