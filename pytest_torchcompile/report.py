@@ -1,0 +1,265 @@
+"""Pure functions from per-test records to text and JSON: report sections, summary, JSON, JUnit.
+
+No pytest and no torch: under pytest-xdist these run on the controller, which runs no test and
+should not pay for importing torch. The JSON report validates against ``report.schema.json``,
+shipped in this package.
+"""
+
+from __future__ import annotations
+
+import math
+import platform
+from collections.abc import Iterable, Mapping
+from importlib import metadata
+from typing import TYPE_CHECKING, Any
+
+from pytest_torchcompile import __version__
+from pytest_torchcompile.records import (
+    BreakRecord,
+    CompileCounts,
+    FallbackRecord,
+    GraphRecord,
+    LeafError,
+    RecompileRecord,
+    TestRecord,
+)
+
+if TYPE_CHECKING:
+    from pytest_torchcompile.budgets import BudgetVerdict
+
+REPORT_FORMAT = 1
+SCHEMA_FILE = "report.schema.json"  # next to this module; the JSON report validates against it
+
+_MAX_LISTED = 20  # rows of one summary list before "... and N more"
+_TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
+
+
+# --- one line per event, shared by the report section and the budget failure text ---
+
+
+def break_line(item: BreakRecord) -> str:
+    return f"{item['location'] or '<unknown location>'}: {item['reason']}"
+
+
+def recompile_line(item: RecompileRecord) -> str:
+    return f"[{item['category']}] {item['frame']}: {item['reason']}"
+
+
+def fallback_line(item: FallbackRecord) -> str:
+    return f"[{item['kind']}] {item['frame']}: {item['reason']}"
+
+
+def _graph_line(item: GraphRecord) -> str:
+    return f"{item['frame']}, {item['ops']} ops, ended by: {item['reason']}"
+
+
+def _numbered(title: str, lines: list[str]) -> list[str]:
+    if not lines:
+        return [f"{title}: none"]
+    return [f"{title} ({len(lines)}):", *(f"  {i}. {line}" for i, line in enumerate(lines, 1))]
+
+
+# --- the per-test report section ---
+
+
+def section_text(record: TestRecord) -> str:
+    """The "torch.compile" section of one test's report: what was compiled, and what went wrong."""
+    counts = record["counts"]
+    lines = [
+        f"{record['verdict']} on {record['device']} after {record['calls']} checker call(s):"
+        f" backend {record['backend']}, mode {record['mode'] or 'default'},"
+        f" dynamic {record['dynamic']}",
+        f"compile time {counts['compile_time_s']:.2f}s, wall time {record['wall_time_s']:.2f}s",
+        *_numbered("graphs", [_graph_line(g) for g in counts["graphs"]]),
+        *_numbered("graph breaks", [break_line(b) for b in counts["graph_breaks"]]),
+        *_numbered("recompiles", [recompile_line(r) for r in counts["recompiles"]]),
+        *_numbered("fallbacks", [fallback_line(f) for f in counts["fallbacks"]]),
+    ]
+    if counts["cudagraph_rerecords"]:
+        lines += _numbered("cudagraph re-records", counts["cudagraph_rerecords"])
+    lines += _error_table(record["largest_errors"])
+    return "\n".join(lines)
+
+
+def _error_table(errors: list[LeafError]) -> list[str]:
+    if not errors:
+        return []
+    ranked = sorted(errors, key=lambda e: (-_rank(e["max_rel"]), -_rank(e["max_abs"]), e["leaf"]))
+    width = max(len(e["leaf"]) for e in ranked[:_MAX_LISTED])
+    lines = ["largest errors (compiled vs eager, worst first):"]
+    lines += [
+        f"  {e['leaf']:<{width}}  max_abs {e['max_abs']:.3g}  max_rel {e['max_rel']:.3g}"
+        for e in ranked[:_MAX_LISTED]
+    ]
+    return lines + _more(len(ranked), "leaves")
+
+
+def _rank(value: float) -> float:
+    # NaN means "NaN where eager has a number": worse than any finite error.
+    return math.inf if math.isnan(value) else value
+
+
+def _more(total: int, noun: str) -> list[str]:
+    return [f"  ... and {total - _MAX_LISTED} more {noun}"] if total > _MAX_LISTED else []
+
+
+# --- the terminal summary ---
+
+
+def summary_lines(
+    records: Iterable[TestRecord],
+    budget_verdicts: Mapping[str, BudgetVerdict] | None = None,
+    *,
+    slowest: int = 5,
+) -> list[str]:
+    """The torch.compile terminal summary, in the order a CI reader needs it.
+
+    Budget regressions and improvements, then tests with graph breaks, recompiles or fallbacks,
+    then tests the budget file has no entry for, then the `slowest` compiles. `budget_verdicts`
+    (node id -> verdict) is None when no budget file is in use. Empty when there is nothing to say.
+    """
+    ordered = sorted(records, key=lambda r: r["nodeid"])
+    verdicts = sorted((budget_verdicts or {}).items())
+    lines = [f"REGRESSED {n} - {v.changes()}" for n, v in verdicts if v.status == "regressed"]
+    lines += [f"IMPROVED {n} - {v.message}" for n, v in verdicts if v.status == "improved"]
+    lines += _counts_table(ordered)
+    unrecorded = [n for n, v in verdicts if v.status == "unrecorded"]
+    if unrecorded:
+        lines.append(
+            f"unrecorded: {len(unrecorded)} test(s) without a budget entry"
+            " (record them with --compile-budgets-update):"
+        )
+        lines += [f"  {n}" for n in unrecorded[:_MAX_LISTED]] + _more(len(unrecorded), "tests")
+    lines += _slowest_compiles(ordered, slowest)
+    return lines
+
+
+def _counts_table(records: list[TestRecord]) -> list[str]:
+    header = ("breaks", "recompiles", "fallbacks")
+    rows = []
+    for record in records:
+        numbers = _numbers(record["counts"])
+        row = (numbers["graph_breaks"], numbers["recompiles"], numbers["fallbacks"])
+        if any(row):
+            rows.append((row, record["nodeid"]))
+    if not rows:
+        return []
+    rows.sort(key=lambda row: (-sum(row[0]), row[1]))
+    lines = [f"tests with graph breaks, recompiles or fallbacks ({len(rows)}):"]
+    lines.append("  " + "  ".join(header) + "  test")
+    lines += [
+        "  " + "  ".join(f"{n:>{len(h)}}" for n, h in zip(row, header, strict=True)) + f"  {node}"
+        for row, node in rows[:_MAX_LISTED]
+    ]
+    return lines + _more(len(rows), "tests")
+
+
+def _slowest_compiles(records: list[TestRecord], slowest: int) -> list[str]:
+    timed = [r for r in records if r["counts"]["compile_time_s"] > 0]
+    timed.sort(key=lambda r: -r["counts"]["compile_time_s"])
+    if slowest <= 0 or not timed:
+        return []
+    shown = [(f"{r['counts']['compile_time_s']:.2f}s", r["nodeid"]) for r in timed[:slowest]]
+    width = max(len(seconds) for seconds, _ in shown)
+    return [f"slowest {len(shown)} compile(s):"] + [f"  {s:>{width}}  {n}" for s, n in shown]
+
+
+# --- JSON report and JUnit properties ---
+
+
+def json_report(
+    records: Iterable[TestRecord],
+    *,
+    versions: Mapping[str, str],
+    budget_verdicts: Mapping[str, BudgetVerdict] | None = None,
+) -> dict[str, Any]:
+    """The ``--compile-report`` document, keyed by node id (see report.schema.json).
+
+    Strictly JSON: a NaN or infinite error is written as the string "NaN", "Infinity" or
+    "-Infinity". If a node id reports twice (reruns) its last record is the one kept.
+    """
+    by_node = {r["nodeid"]: r for r in records}
+    tests = {node: _test_entry(by_node[node], budget_verdicts) for node in sorted(by_node)}
+    totals: dict[str, Any] = {
+        "tests": len(tests),
+        **{
+            key: sum(t["counts"][key] for t in tests.values())
+            for key in ("graphs", "graph_breaks", "recompiles", "fallbacks")
+        },
+        "compile_time_s": sum(t["compile_time_s"] for t in tests.values()),
+    }
+    return {"format": REPORT_FORMAT, "versions": dict(versions), "totals": totals, "tests": tests}
+
+
+def _test_entry(
+    record: TestRecord, budget_verdicts: Mapping[str, BudgetVerdict] | None
+) -> dict[str, Any]:
+    counts = record["counts"]
+    entry: dict[str, Any] = {
+        "device": record["device"],
+        "backend": record["backend"],
+        "mode": record["mode"],
+        "dynamic": record["dynamic"],
+        "verdict": record["verdict"],
+        "calls": record["calls"],
+        "wall_time_s": record["wall_time_s"],
+        "compile_time_s": counts["compile_time_s"],
+        "counts": _numbers(counts),
+        "graphs": [dict(g) for g in counts["graphs"]],
+        "graph_breaks": [dict(b) for b in counts["graph_breaks"]],
+        "recompiles": [dict(r) for r in counts["recompiles"]],
+        "fallbacks": [dict(f) for f in counts["fallbacks"]],
+        "cudagraph_rerecords": list(counts["cudagraph_rerecords"]),
+        "largest_errors": [
+            {"leaf": e["leaf"], "max_abs": _finite(e["max_abs"]), "max_rel": _finite(e["max_rel"])}
+            for e in record["largest_errors"]
+        ],
+    }
+    if budget_verdicts is not None:
+        verdict = budget_verdicts.get(record["nodeid"])
+        entry["budget"] = None
+        if verdict is not None:
+            recorded = verdict.budget.as_dict() if verdict.budget is not None else None
+            entry["budget"] = {"status": verdict.status, "recorded": recorded}
+    return entry
+
+
+def _finite(value: float) -> float | str:
+    if math.isfinite(value):
+        return value
+    return "NaN" if math.isnan(value) else ("Infinity" if value > 0 else "-Infinity")
+
+
+def runtime_versions() -> dict[str, str]:
+    """Python, pytest-torchcompile, torch and (when installed) Triton versions for the report.
+
+    Read from package metadata, not ``torch.__version__``, so that the xdist controller, which runs
+    no test, does not import torch just to write the report.
+    """
+    versions = {"python": platform.python_version(), "pytest_torchcompile": __version__}
+    for key, distributions in (("torch", ("torch",)), ("triton", _TRITON_DISTRIBUTIONS)):
+        for distribution in distributions:
+            try:
+                versions[key] = metadata.version(distribution)
+                break
+            except metadata.PackageNotFoundError:
+                continue
+    return versions
+
+
+def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
+    """The counts as flat properties, for ``user_properties`` and so for JUnit XML dashboards."""
+    counts = record["counts"]
+    properties: list[tuple[str, object]] = [
+        (f"torchcompile.{name}", number) for name, number in _numbers(counts).items()
+    ]
+    return [*properties, ("torchcompile.compile_time_s", round(counts["compile_time_s"], 3))]
+
+
+def _numbers(counts: CompileCounts) -> dict[str, int]:
+    return {
+        "graphs": len(counts["graphs"]),
+        "graph_breaks": len(counts["graph_breaks"]),
+        "recompiles": len(counts["recompiles"]),
+        "fallbacks": len(counts["fallbacks"]),
+    }
