@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_torchcompile.records import CompileCounts, TestRecord
+from pytest_torchcompile.records import CompileCounts, ParityRecord
 from pytest_torchcompile.report import break_line, fallback_line, recompile_line
 
 FORMAT = 1
@@ -275,7 +275,7 @@ def _regression_text(verdict: BudgetVerdict, counts: CompileCounts, source: str)
 
 def updated(
     old: Budgets,
-    records: Iterable[TestRecord],
+    records: Iterable[ParityRecord],
     *,
     whole_suite: bool,
     existing: Collection[str] = (),

@@ -59,7 +59,7 @@ class CompileCounts(TypedDict):
     compile_time_s: float
 
 
-class TestRecord(TypedDict):
+class ParityRecord(TypedDict):
     """Everything the plugin knows about one parity test; rides on the pytest report."""
 
     nodeid: str

@@ -21,7 +21,7 @@ from pytest_torchcompile.records import (
     GraphRecord,
     LeafError,
     RecompileRecord,
-    TestRecord,
+    ParityRecord,
 )
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ def _numbered(title: str, lines: list[str]) -> list[str]:
 # --- the per-test report section ---
 
 
-def section_text(record: TestRecord) -> str:
+def section_text(record: ParityRecord) -> str:
     """The "torch.compile" section of one test's report: what was compiled, and what went wrong."""
     counts = record["counts"]
     lines = [
@@ -107,7 +107,7 @@ def _more(total: int, noun: str) -> list[str]:
 
 
 def summary_lines(
-    records: Iterable[TestRecord],
+    records: Iterable[ParityRecord],
     budget_verdicts: Mapping[str, BudgetVerdict] | None = None,
     *,
     slowest: int = 5,
@@ -134,7 +134,7 @@ def summary_lines(
     return lines
 
 
-def _counts_table(records: list[TestRecord]) -> list[str]:
+def _counts_table(records: list[ParityRecord]) -> list[str]:
     header = ("breaks", "recompiles", "fallbacks")
     rows = []
     for record in records:
@@ -154,7 +154,7 @@ def _counts_table(records: list[TestRecord]) -> list[str]:
     return lines + _more(len(rows), "tests")
 
 
-def _slowest_compiles(records: list[TestRecord], slowest: int) -> list[str]:
+def _slowest_compiles(records: list[ParityRecord], slowest: int) -> list[str]:
     timed = [r for r in records if r["counts"]["compile_time_s"] > 0]
     timed.sort(key=lambda r: -r["counts"]["compile_time_s"])
     if slowest <= 0 or not timed:
@@ -168,7 +168,7 @@ def _slowest_compiles(records: list[TestRecord], slowest: int) -> list[str]:
 
 
 def json_report(
-    records: Iterable[TestRecord],
+    records: Iterable[ParityRecord],
     *,
     versions: Mapping[str, str],
     budget_verdicts: Mapping[str, BudgetVerdict] | None = None,
@@ -192,7 +192,7 @@ def json_report(
 
 
 def _test_entry(
-    record: TestRecord, budget_verdicts: Mapping[str, BudgetVerdict] | None
+    record: ParityRecord, budget_verdicts: Mapping[str, BudgetVerdict] | None
 ) -> dict[str, Any]:
     counts = record["counts"]
     entry: dict[str, Any] = {
@@ -247,7 +247,7 @@ def runtime_versions() -> dict[str, str]:
     return versions
 
 
-def junit_properties(record: TestRecord) -> list[tuple[str, object]]:
+def junit_properties(record: ParityRecord) -> list[tuple[str, object]]:
     """The counts as flat properties, for ``user_properties`` and so for JUnit XML dashboards."""
     counts = record["counts"]
     properties: list[tuple[str, object]] = [

@@ -60,7 +60,7 @@ def record(
     breaks: int = 0,
     recompiles: int = 0,
     fallbacks: int = 0,
-) -> records.TestRecord:
+) -> records.ParityRecord:
     return {
         "nodeid": nodeid,
         "device": device,
@@ -342,7 +342,7 @@ OLD = Budgets(
 
 @given(order=st.permutations(RUN), whole_suite=st.booleans())
 def test_the_written_file_does_not_depend_on_the_order_records_arrive(
-    order: list[records.TestRecord], whole_suite: bool
+    order: list[records.ParityRecord], whole_suite: bool
 ) -> None:
     # What -n 2 must guarantee: workers finish in any order, the controller writes the same bytes.
     assert dumps(updated(OLD, order, whole_suite=whole_suite)) == dumps(

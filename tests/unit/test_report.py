@@ -36,7 +36,7 @@ def record(
     compile_time_s: float = 0.25,
     errors: list[LeafError] | None = None,
     verdict: str = "passed",
-) -> records.TestRecord:
+) -> records.ParityRecord:
     """A record as the plugin builds it: one graph per break plus one, events with file:line."""
     counts: CompileCounts = {
         "graphs": [
@@ -140,7 +140,7 @@ def test_nan_is_the_worst_error_and_long_error_lists_are_cut() -> None:
 # --- summary_lines ---
 
 
-def _verdicts(*pairs: tuple[str, Budget | None, records.TestRecord]) -> dict[str, BudgetVerdict]:
+def _verdicts(*pairs: tuple[str, Budget | None, records.ParityRecord]) -> dict[str, BudgetVerdict]:
     return {rec["nodeid"]: check(budget, rec["counts"]) for _, budget, rec in pairs}
 
 
