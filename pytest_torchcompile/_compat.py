@@ -79,3 +79,20 @@ def config_restore(snapshot: tuple[dict[str, Any], dict[str, Any]]) -> None:
         for key, value in saved.items():
             if current.get(key) != value:
                 setattr(module, key, value)
+
+
+# --- compile failures (lead) ---
+
+
+def is_recompile_limit_error(exc: BaseException) -> bool:
+    """Dynamo refused to compile again because the recompile limit was hit (fail_on_... set)."""
+    from torch._dynamo import exc as dynamo_exc
+
+    return isinstance(exc, dynamo_exc.FailOnRecompileLimitHit)
+
+
+def is_graph_break_error(exc: BaseException) -> bool:
+    """Dynamo could not trace something (raised instead of breaking the graph under fullgraph)."""
+    from torch._dynamo import exc as dynamo_exc
+
+    return isinstance(exc, dynamo_exc.Unsupported)

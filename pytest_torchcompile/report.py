@@ -20,8 +20,8 @@ from pytest_torchcompile.records import (
     FallbackRecord,
     GraphRecord,
     LeafError,
-    RecompileRecord,
     ParityRecord,
+    RecompileRecord,
 )
 
 if TYPE_CHECKING:

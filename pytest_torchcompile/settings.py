@@ -1,0 +1,391 @@
+"""Every setting's names, help text, default, and one precedence: marker > command line > ini > default.
+
+Nothing here imports torch: a backend name is only checked against torch's registry when the value
+is not one of the built-in names, so sessions that never run a parity test stay torch-free.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+BUILTIN_BACKENDS = ("inductor", "eager", "aot_eager", "aot_eager_decomp_partition", "cudagraphs")
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+DYNAMIC_CHOICES = ("auto", "true", "false")
+PARITY_CHOICES = ("marked", "all", "off")
+
+
+class SettingError(ValueError):
+    """A bad value, with where it came from; the plugin turns it into a usage or collection error."""
+
+
+def _parse_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _parse_count(value: Any) -> int | None:
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
+        return None
+    if isinstance(value, bool):
+        raise ValueError("expected a non-negative integer or none")
+    try:
+        count = int(value)
+    except (TypeError, ValueError):
+        raise ValueError("expected a non-negative integer or none") from None
+    if count < 0 or (isinstance(value, float) and value != count):
+        raise ValueError("expected a non-negative integer or none")
+    return count
+
+
+def _parse_tolerance(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        raise ValueError("expected a non-negative number")
+    try:
+        tol = float(value)
+    except (TypeError, ValueError):
+        raise ValueError("expected a non-negative number") from None
+    if not tol >= 0:
+        raise ValueError("expected a non-negative number")
+    return tol
+
+
+def _parse_choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if isinstance(value, bool) and "true" in choices:
+            return "true" if value else "false"
+        text = str(value).strip().lower()
+        if text not in choices:
+            raise ValueError(f"expected one of {', '.join(choices)}")
+        return text
+
+    return parse
+
+
+def _parse_mode(value: Any) -> str:
+    if value is None:
+        return "default"
+    text = str(value).strip()
+    if text not in MODES:
+        raise ValueError(f"expected one of {', '.join(MODES)}")
+    return text
+
+
+def _parse_devices(value: Any) -> tuple[str, ...] | None:
+    """'cpu,cuda' or ['cpu', 'cuda:1']: a device type selects every device of that type."""
+    if value is None:
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    devices = tuple(str(item).strip() for item in items if str(item).strip())
+    if not devices:
+        raise ValueError("expected a comma-separated list of devices such as cpu,cuda or cuda:1")
+    for device in devices:
+        kind, _, index = device.partition(":")
+        if not kind.isidentifier() or (index and not index.isdigit()):
+            raise ValueError(f"{device!r} is not a device such as cpu, cuda or cuda:1")
+    return devices
+
+
+def _parse_backend(value: Any) -> str:
+    """A registered backend name or 'package.module:attr'; checked against torch only when unusual."""
+    if callable(value) and not isinstance(value, str):
+        raise ValueError("pass a backend name or 'package.module:attr', not the callable itself")
+    text = str(value).strip()
+    if not text:
+        raise ValueError("expected a backend name")
+    if ":" in text:
+        load_backend_callable(text)
+        return text
+    if text in BUILTIN_BACKENDS:
+        return text
+    from pytest_torchcompile import _compat
+
+    registered = _compat.registered_backends()
+    if text not in registered:
+        raise ValueError(
+            f"unknown backend {text!r}; registered backends: {', '.join(registered)}; "
+            "or name a callable as 'package.module:attr'"
+        )
+    return text
+
+
+def load_backend_callable(spec: str) -> Callable[..., Any]:
+    """Import the backend callable named by 'package.module:attr'."""
+    module_name, _, attr = spec.partition(":")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(
+            f"cannot import module {module_name!r} for backend {spec!r}: {exc}"
+        ) from None
+    target: Any = module
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ValueError(f"module {module_name!r} has no attribute {attr!r}") from None
+    if not callable(target):
+        raise ValueError(f"{spec!r} is not callable")
+    return target  # type: ignore[no-any-return]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting at every level it can be given."""
+
+    name: str  # Settings field and marker keyword
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+    flag: str | None = None  # command-line flag; the ini key is the flag's name with underscores
+    is_switch: bool = False  # a flag that takes no value
+
+    @property
+    def ini(self) -> str | None:
+        return self.flag[2:].replace("-", "_") if self.flag else None
+
+    @property
+    def dest(self) -> str:
+        """The argparse destination of the flag."""
+        return f"torchcompile_{self.name}"
+
+
+TEST_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "backend",
+        _parse_backend,
+        "inductor",
+        "torch.compile backend: inductor, eager, aot_eager, aot_eager_decomp_partition, "
+        "cudagraphs, any registered name, or package.module:attr (default: inductor)",
+        "--compile-backend",
+    ),
+    Option(
+        "mode",
+        _parse_mode,
+        "default",
+        f"torch.compile mode: {', '.join(MODES)} (default: default)",
+        "--compile-mode",
+    ),
+    Option(
+        "dynamic",
+        _parse_choice(DYNAMIC_CHOICES),
+        "auto",
+        "torch.compile dynamic: auto (None: automatic dynamic shapes), true, false (default: auto)",
+        "--compile-dynamic",
+    ),
+    Option(
+        "fullgraph",
+        _parse_bool,
+        False,
+        "compile with fullgraph=True: any graph break fails the test (default: off)",
+        "--compile-fullgraph",
+        is_switch=True,
+    ),
+    Option(
+        "devices",
+        _parse_devices,
+        None,
+        "devices the `device` fixture runs on, e.g. cpu,cuda or cuda:1 "
+        "(default: cpu and every visible CUDA device)",
+        "--compile-devices",
+    ),
+    Option(
+        "max_graph_breaks",
+        _parse_count,
+        None,
+        "fail a parity test with more graph breaks than this (default: none, no limit)",
+        "--compile-max-graph-breaks",
+    ),
+    Option(
+        "max_recompiles",
+        _parse_count,
+        None,
+        "fail a parity test with more recompiles than this (default: none, no limit)",
+        "--compile-max-recompiles",
+    ),
+    Option(
+        "rtol", _parse_tolerance, None, "relative tolerance (default: per dtype, as assert_close)"
+    ),
+    Option(
+        "atol", _parse_tolerance, None, "absolute tolerance (default: per dtype, as assert_close)"
+    ),
+    Option("backward", _parse_bool, True, "also compare gradients (default: true)"),
+    Option(
+        "check_strides",
+        _parse_bool,
+        True,
+        "compare output strides where significant (default: true)",
+    ),
+)
+MARKER_KEYS: tuple[str, ...] = tuple(option.name for option in TEST_OPTIONS)
+_BY_NAME = {option.name: option for option in TEST_OPTIONS}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The resolved settings of one parity test (or one assert_compile_parity call)."""
+
+    backend: str = "inductor"
+    mode: str = "default"
+    dynamic: str = "auto"
+    fullgraph: bool = False
+    devices: tuple[str, ...] | None = None
+    max_graph_breaks: int | None = None
+    max_recompiles: int | None = None
+    rtol: float | None = None
+    atol: float | None = None
+    backward: bool = True
+    check_strides: bool = True
+    # Where each value came from, for messages: "default", "ini compile_backend",
+    # "--compile-backend", "marker on test_x", "assert_compile_parity(...)".
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @property
+    def torch_dynamic(self) -> bool | None:
+        return {"auto": None, "true": True, "false": False}[self.dynamic]
+
+    def source(self, name: str) -> str:
+        return self.sources.get(name, "default")
+
+    def describe(self) -> str:
+        """The compile settings in one line, for failure messages."""
+        return (
+            f"backend={self.backend} mode={self.mode} dynamic={self.dynamic} "
+            f"fullgraph={self.fullgraph}"
+        )
+
+
+def parse_value(name: str, value: Any, source: str) -> Any:
+    """Parse one value of setting `name`, naming `source` in the error."""
+    option = _BY_NAME[name]
+    try:
+        return option.parse(value)
+    except ValueError as exc:
+        where = option.flag if source.startswith("--") and option.flag else name
+        raise SettingError(f"Invalid {where}={value!r} from {source}: {exc}") from None
+
+
+def apply(base: Settings, values: Mapping[str, Any], source: str) -> Settings:
+    """A copy of `base` with `values` (raw, unparsed) applied, recording `source` for each."""
+    unknown = sorted(set(values) - set(MARKER_KEYS))
+    if unknown:
+        raise SettingError(
+            f"Unknown compile_parity setting(s) {', '.join(unknown)} from {source}; "
+            f"valid keys: {', '.join(MARKER_KEYS)}"
+        )
+    parsed = {name: parse_value(name, value, source) for name, value in values.items()}
+    if ("rtol" in parsed) != ("atol" in parsed):
+        raise SettingError(f"Invalid tolerance from {source}: set both rtol and atol, or neither")
+    sources = {**base.sources, **dict.fromkeys(parsed, source)}
+    return replace(base, **parsed, sources=sources)
+
+
+def from_config(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -> Settings:
+    """Session-wide settings: command line over ini over default."""
+    settings = Settings()
+    for option in TEST_OPTIONS:
+        if option.flag is None or option.ini is None:
+            continue
+        cli_value = getoption(option.dest)
+        if cli_value is not None:
+            settings = apply(settings, {option.name: cli_value}, option.flag)
+            continue
+        ini_value = getini(option.ini)
+        if ini_value not in (None, "", []):
+            settings = apply(settings, {option.name: ini_value}, f"ini {option.ini}")
+    return settings
+
+
+def marker_settings(
+    base: Settings, args: tuple[Any, ...], kwargs: Mapping[str, Any], test: str
+) -> Settings:
+    """Apply a compile_parity marker's keywords; positional arguments are an error."""
+    if args:
+        raise SettingError(
+            f"compile_parity marker on {test} takes keyword arguments only, got positional "
+            f"{', '.join(repr(a) for a in args)}; valid keys: {', '.join(MARKER_KEYS)}"
+        )
+    return apply(base, kwargs, f"marker on {test}")
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """Settings that belong to the whole run rather than to one test."""
+
+    budgets: str | None = None
+    budgets_update: bool = False
+    report: str | None = None
+    artifacts: str | None = None
+    parity: str = "marked"
+
+
+SESSION_OPTIONS: tuple[Option, ...] = (
+    Option(
+        "budgets",
+        str,
+        None,
+        "budget file of graph breaks and recompiles per test; a test over its budget fails "
+        "(default: none)",
+        "--compile-budgets",
+    ),
+    Option(
+        "budgets_update",
+        _parse_bool,
+        False,
+        "write the current counts into the --compile-budgets file (default: off)",
+        "--compile-budgets-update",
+        is_switch=True,
+    ),
+    Option(
+        "report",
+        str,
+        None,
+        "write a JSON report of every parity test to this path; also prints a summary table "
+        "(default: none)",
+        "--compile-report",
+    ),
+    Option(
+        "artifacts",
+        str,
+        None,
+        "directory for repro scripts and artifacts of failing tests (default: none)",
+        "--compile-artifacts",
+    ),
+    Option(
+        "parity",
+        _parse_choice(PARITY_CHOICES),
+        "marked",
+        "which tests are cross-checked: marked (tests marked or using the compile_parity fixture), "
+        "all, off (default: marked)",
+        "--compile-parity",
+    ),
+)
+
+
+def session_from_config(
+    getoption: Callable[[str], Any], getini: Callable[[str], Any]
+) -> SessionSettings:
+    values: dict[str, Any] = {}
+    for option in SESSION_OPTIONS:
+        assert option.flag is not None and option.ini is not None
+        raw = getoption(option.dest)
+        source = option.flag
+        if raw is None:
+            raw, source = getini(option.ini), f"ini {option.ini}"
+        if raw in (None, "", []):
+            continue
+        try:
+            values[option.name] = option.parse(raw)
+        except ValueError as exc:
+            raise SettingError(f"Invalid {option.flag}={raw!r} from {source}: {exc}") from None
+    return SessionSettings(**values)

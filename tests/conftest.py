@@ -1,0 +1,24 @@
+"""Shared test set-up: planted wrong backends importable as `planted:NAME`, and inline pytester
+runs that keep torch loaded between runs."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import _pytest.pytester
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+class _KeepLibraries(_pytest.pytester.SysModulesSnapshot):
+    """pytester drops every module an inline run imported. For torch that means importing it
+    again on top of its still-registered C++ operator libraries, which fails; so only the
+    generated test modules and conftests are dropped."""
+
+    def __init__(self, preserve: Callable[[str], bool] | None = None) -> None:
+        super().__init__(preserve=lambda name: not name.startswith(("test_", "conftest")))
+
+
+_pytest.pytester.SysModulesSnapshot = _KeepLibraries  # type: ignore[misc]

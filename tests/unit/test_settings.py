@@ -1,0 +1,112 @@
+"""Settings: parsing, validation messages that say where a value came from, and precedence."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_torchcompile.settings import (
+    MARKER_KEYS,
+    SettingError,
+    Settings,
+    apply,
+    from_config,
+    marker_settings,
+    session_from_config,
+)
+
+
+def _config(cli: dict[str, object], ini: dict[str, object]):
+    return (lambda dest: cli.get(dest.removeprefix("torchcompile_"))), (
+        lambda key: ini.get(key, "")
+    )
+
+
+def test_defaults():
+    settings = from_config(*_config({}, {}))
+    assert settings == Settings()
+    assert (settings.backend, settings.mode, settings.dynamic, settings.fullgraph) == (
+        "inductor",
+        "default",
+        "auto",
+        False,
+    )
+    assert settings.source("backend") == "default"
+
+
+def test_precedence_marker_over_cli_over_ini_over_default():
+    ini_only = from_config(
+        *_config({}, {"compile_backend": "eager", "compile_max_recompiles": "3"})
+    )
+    assert ini_only.backend == "eager" and ini_only.source("backend") == "ini compile_backend"
+    both = from_config(*_config({"backend": "aot_eager"}, {"compile_backend": "eager"}))
+    assert both.backend == "aot_eager" and both.source("backend") == "--compile-backend"
+    marked = marker_settings(both, (), {"backend": "eager"}, "test_x")
+    assert marked.backend == "eager" and marked.source("backend") == "marker on test_x"
+    assert marked.max_recompiles is None
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("dynamic", "TRUE", "true"),
+        ("dynamic", False, "false"),
+        ("fullgraph", "yes", True),
+        ("max_graph_breaks", "0", 0),
+        ("max_recompiles", "none", None),
+        ("devices", "cpu, cuda:1", ("cpu", "cuda:1")),
+        ("mode", "max-autotune", "max-autotune"),
+        ("backend", "aot_eager_decomp_partition", "aot_eager_decomp_partition"),
+    ],
+)
+def test_values_parse(name, value, expected):
+    assert getattr(apply(Settings(), {name: value}, "here"), name) == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        (
+            {"max_graph_breaks": -1},
+            r"Invalid max_graph_breaks=-1 from marker on test_x: expected a non-negative",
+        ),
+        ({"max_recompiles": 1.5}, r"max_recompiles=1.5 .*non-negative integer"),
+        ({"dynamic": "maybe"}, r"dynamic='maybe' .*auto, true, false"),
+        ({"mode": "fast"}, r"mode='fast' .*default, reduce-overhead"),
+        ({"rtol": 1e-3}, r"set both rtol and atol, or neither"),
+        ({"devices": "gpu#1"}, r"not a device"),
+        (
+            {"backend": "nonsense_backend"},
+            r"unknown backend 'nonsense_backend'; registered backends: .*aot_eager",
+        ),
+        ({"backend": "no_such_module_xyz:fn"}, r"cannot import module 'no_such_module_xyz'"),
+        ({"backend": "planted:nope"}, r"module 'planted' has no attribute 'nope'"),
+        (
+            {"bogus": 1},
+            r"Unknown compile_parity setting\(s\) bogus from marker on test_x; valid keys: backend",
+        ),
+    ],
+)
+def test_bad_values_say_what_and_where(values, message):
+    with pytest.raises(SettingError, match=message):
+        marker_settings(Settings(), (), values, "test_x")
+
+
+def test_positional_marker_arguments_are_refused():
+    with pytest.raises(
+        SettingError, match=r"keyword arguments only.*'eager'.*valid keys: " + MARKER_KEYS[0]
+    ):
+        marker_settings(Settings(), ("eager",), {}, "test_x")
+
+
+def test_cli_error_names_the_flag():
+    with pytest.raises(
+        SettingError, match=r"Invalid --compile-dynamic='sometimes' from --compile-dynamic"
+    ):
+        from_config(*_config({"dynamic": "sometimes"}, {}))
+
+
+def test_session_settings():
+    session = session_from_config(*_config({"parity": "all"}, {"compile_budgets": "b.json"}))
+    assert (session.parity, session.budgets, session.budgets_update) == ("all", "b.json", False)
+    with pytest.raises(SettingError, match=r"--compile-parity='some' from --compile-parity"):
+        session_from_config(*_config({"parity": "some"}, {}))
