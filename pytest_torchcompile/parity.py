@@ -1,0 +1,664 @@
+"""Comparing what the eager and compiled runs produced: pytrees, metadata, tolerances, messages.
+
+The verdict follows `torch.testing.assert_close` (same per-dtype tolerances, NaN equal to NaN,
+infinities equal only to themselves, integers and bools exact). Raising is parity when compiled
+raised eager's exception type or a subclass of it (Dynamo re-raises a user's shape error as
+TorchRuntimeError, a RuntimeError). Two additions tell compiler noise from compiler bugs:
+
+* A float64 reference. Where a floating leaf fails the plain tolerance and a `reference` is given
+  (eager re-run on inputs and state upcast to float64), the leaf is judged by the rule PyTorch's
+  accuracy benchmarks use, made element-wise so one corrupted element is still caught. With ``r``
+  the reference leaf and ``E = max|eager - r|`` (eager's own worst error on that leaf), the compiled
+  leaf passes iff every finite element satisfies::
+
+      |compiled - r| <= atol + rtol * |r| + REFERENCE_SLACK * E        (REFERENCE_SLACK = 3)
+
+  Inductor keeps float16/bfloat16 intermediates in float32 and reorders reductions, so its result
+  may sit farther from eager than the plain tolerance allows while sitting as close to the exact
+  answer as eager does; this rule passes that and still fails a result that is worse than eager.
+* A second eager run. Where a leaf fails and `eager_again` is given, a leaf on which two eager runs
+  disagree is reported as eager's own nondeterminism rather than blamed on the compiler.
+
+Differences are computed in float64 in chunks, so a large leaf never needs more than a few
+chunk-sized float64 temporaries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from pytest_torchcompile.errors import ParityError
+
+REFERENCE_SLACK = 3.0
+"""k in the float64-reference rule: compiled may be this many times eager's own worst error away."""
+
+# torch.testing.assert_close's default (rtol, atol) per dtype, copied from
+# torch/testing/_comparison.py (torch 2.11 to 2.13) because its accessor is private.
+# Other dtypes (integers, bool, float8) compare exactly, as there.
+_DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+    torch.complex32: (1e-3, 1e-5),
+    torch.complex64: (1.3e-6, 1e-5),
+    torch.complex128: (1e-7, 1e-7),
+}
+
+_CHUNK = 1 << 22  # elements per float64 working chunk (32 MiB per temporary)
+_EXCEPTION_TEXT_LIMIT = 2000
+
+
+@dataclass
+class SideResult:
+    """What one side (eager, compiled, or the float64 reference) produced in one checker call."""
+
+    output: Any  # returned pytree; None when the call raised
+    exception: BaseException | None  # what the call raised, if anything
+    after: dict[str, Any]  # named state after the call, ordered; keys are display names
+    grads: dict[str, Any]  # "grad of input 0" -> Tensor or None
+
+
+@dataclass(frozen=True)
+class CompareOptions:
+    """How strictly to compare; rtol/atol of None mean assert_close's per-dtype defaults."""
+
+    rtol: float | None = None
+    atol: float | None = None
+    check_strides: bool = True  # strides of output tensors, in dims of size > 1
+    context: str = ""  # backend, mode, dynamic, device...: appended to every message
+
+    def __post_init__(self) -> None:
+        if (self.rtol is None) != (self.atol is None):
+            raise ValueError(
+                f"rtol and atol must be given together or not at all, got rtol={self.rtol!r} "
+                f"atol={self.atol!r}"
+            )
+        for name, value in (("rtol", self.rtol), ("atol", self.atol)):
+            if value is not None and not value >= 0:
+                raise ValueError(f"{name} must be a number >= 0, got {name}={value!r}")
+
+    def tolerances(self, dtype: torch.dtype) -> tuple[float, float]:
+        """(rtol, atol) for a dtype; integers and bools are always exact, (0, 0)."""
+        if not (dtype.is_floating_point or dtype.is_complex):
+            return 0.0, 0.0
+        if self.rtol is not None and self.atol is not None:
+            return self.rtol, self.atol
+        return _DEFAULT_TOLERANCES.get(dtype, (0.0, 0.0))
+
+
+@dataclass
+class LeafComparison:
+    """The verdict on one compared leaf, with its largest differences kept even when it passed."""
+
+    leaf: str  # "output[1]['logits']", "grad of parameter 'W_q.weight'", ...
+    ok: bool
+    max_abs: float  # greatest |compiled - eager| over finite elements (0.0 for non-tensors)
+    max_rel: float  # greatest |compiled - eager| / |eager| over finite, nonzero eager elements
+    message: str  # empty when ok; otherwise the full explanation, context line included
+    nondeterministic: bool = False  # two eager runs already disagree at this leaf
+
+
+@dataclass
+class ParityReport:
+    """Every leaf compared in one checker call, in order: exception, outputs, after, grads."""
+
+    leaves: list[LeafComparison]
+    exception_note: str  # "" or e.g. "both raised ValueError"
+    context: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return all(leaf.ok for leaf in self.leaves)
+
+    @property
+    def failures(self) -> list[LeafComparison]:
+        """Failing leaves, most important first: ones eager agrees with itself on come first."""
+        failed = [leaf for leaf in self.leaves if not leaf.ok]
+        return sorted(failed, key=lambda leaf: leaf.nondeterministic)
+
+    def failure_message(self) -> str:
+        failures = self.failures
+        if not failures:
+            return ""
+        count = "1 leaf" if len(failures) == 1 else f"{len(failures)} leaves"
+        parts = [f"Eager and compiled runs disagree at {count} of {len(self.leaves)} compared."]
+        parts += [leaf.message.removesuffix(_context_suffix(self.context)) for leaf in failures]
+        if self.context:
+            parts.append(self.context)
+        return "\n\n".join(parts)
+
+    def raise_if_failed(self) -> None:
+        __tracebackhide__ = True
+        if not self.ok:
+            raise ParityError(self.failure_message())
+
+
+def compare(
+    eager: SideResult,
+    compiled: SideResult,
+    options: CompareOptions,
+    *,
+    reference: Callable[[], SideResult] | None = None,
+    eager_again: Callable[[], SideResult] | None = None,
+) -> ParityReport:
+    """Compare the compiled side against eager, leaf by leaf.
+
+    `reference` and `eager_again` are expensive re-runs; each is called at most once, and only
+    when some leaf fails the plain tolerance (reference) or fails outright (eager_again).
+    """
+    comparer = _Comparer(options, reference, eager_again)
+    note = comparer.exceptions(eager, compiled)
+    if eager.exception is None and compiled.exception is None:
+        comparer.walk("output", eager.output, compiled.output, "output")
+        comparer.sections(eager.after, compiled.after, "after")
+        comparer.sections(eager.grads, compiled.grads, "grad")
+    return ParityReport(comparer.leaves, note, options.context)
+
+
+# --- the walk over both sides ---------------------------------------------------------------
+
+
+class _Rerun:
+    """A lazily called, memoised re-run (reference or second eager), indexed by leaf name."""
+
+    def __init__(self, thunk: Callable[[], SideResult] | None) -> None:
+        self._thunk = thunk
+        self._result: SideResult | None = None
+        self._index: dict[str, Any] = {}
+
+    @property
+    def given(self) -> bool:
+        return self._thunk is not None
+
+    def result(self) -> SideResult:
+        if self._result is None:
+            assert self._thunk is not None
+            try:
+                self._result = self._thunk()
+            except Exception as exc:  # the re-run itself failed: report it, never crash the check
+                self._result = SideResult(None, exc, {}, {})
+            self._index = _index(self._result)
+        return self._result
+
+    def get(self, name: str) -> tuple[bool, Any]:
+        """(found, value) of the node called `name` in the re-run."""
+        self.result()
+        return name in self._index, self._index.get(name)
+
+
+class _Comparer:
+    """One comparison: walks both sides in report order and collects a verdict per leaf."""
+
+    def __init__(
+        self,
+        options: CompareOptions,
+        reference: Callable[[], SideResult] | None,
+        eager_again: Callable[[], SideResult] | None,
+    ) -> None:
+        self.options = options
+        self.reference = _Rerun(reference)
+        self.eager_again = _Rerun(eager_again)
+        self.leaves: list[LeafComparison] = []
+
+    # -- exceptions --
+
+    def exceptions(self, eager: SideResult, compiled: SideResult) -> str:
+        """Record an 'exception' leaf when the sides disagree on raising; return the note."""
+        e, c = eager.exception, compiled.exception
+        if e is None and c is None:
+            return ""
+        if e is not None and isinstance(c, type(e)):
+            # Dynamo re-raises some user errors as subclasses (TorchRuntimeError is a
+            # RuntimeError); code catching what eager raised catches this too.
+            note = f"both raised {_type_name(e)}"
+            return note if type(c) is type(e) else f"{note} (compiled: {_type_name(c)})"
+        body = f"exception: eager {_outcome(e)}, compiled {_outcome(c)}"
+        self._fail("exception", body, "exception", eager_value=e)
+        return ""
+
+    # -- structure --
+
+    def sections(self, eager: dict[str, Any], compiled: dict[str, Any], section: str) -> None:
+        for key in eager:
+            if key in compiled:
+                self.walk(key, eager[key], compiled[key], section)
+            else:
+                body = f"{key}: present in eager only, missing from compiled."
+                self._fail(key, body, section, eager_value=eager[key])
+        for key in compiled:
+            if key not in eager:
+                body = f"{key}: present in compiled only, missing from eager."
+                self._fail(key, body, section, eager_value=_ABSENT)
+
+    def walk(self, name: str, e: Any, c: Any, section: str) -> None:
+        e_node, c_node = _children(e), _children(c)
+        if e_node is None and c_node is None:
+            self._leaf(name, e, c, section)
+            return
+        if e_node is None or c_node is None or type(e) is not type(c):
+            self._fail(name, _kind_mismatch(name, e, c, section), section, eager_value=e)
+            return
+        e_children, c_children = dict(e_node), dict(c_node)
+        if e_children.keys() != c_children.keys():
+            self._fail(name, _shape_mismatch(name, e, e_node, c_node), section, eager_value=e)
+            return
+        for suffix, e_child in e_node:
+            self.walk(name + suffix, e_child, c_children[suffix], section)
+
+    def _leaf(self, name: str, e: Any, c: Any, section: str) -> None:
+        if isinstance(e, Tensor) and isinstance(c, Tensor):
+            self._tensor(name, e, c, section)
+        elif type(e) is not type(c):
+            self._fail(name, _kind_mismatch(name, e, c, section), section, eager_value=e)
+        elif isinstance(e, float | complex):
+            wide = torch.float64 if isinstance(e, float) else torch.complex128
+            e_t, c_t = torch.tensor(e, dtype=wide), torch.tensor(c, dtype=wide)
+            self._values(name, e_t, c_t, [], section)
+        else:
+            try:
+                equal = bool(e == c)
+            except Exception as exc:
+                body = f"{name}: cannot compare {type(e).__name__} values: {_exc_text(exc)}"
+                self._fail(name, body, section, eager_value=e)
+                return
+            if equal:
+                self.leaves.append(LeafComparison(name, True, 0.0, 0.0, ""))
+            else:
+                body = f"{name}: eager has {e!r}, compiled has {c!r}."
+                self._fail(name, body, section, eager_value=e)
+
+    # -- tensors --
+
+    def _tensor(self, name: str, e: Tensor, c: Tensor, section: str) -> None:
+        problems = [
+            f"{what}: eager {ev}, compiled {cv}"
+            for what, ev, cv in _metadata(e, c, self.options.check_strides and section == "output")
+        ]
+        if (e.shape, e.dtype, e.device, e.layout) != (c.shape, c.dtype, c.device, c.layout):
+            body = f"{name}: tensor metadata differs between eager and compiled.\n" + "\n".join(
+                f"  {p}" for p in problems
+            )
+            self._fail(name, body, section, eager_value=e)
+            return
+        self._values(name, _dense(e), _dense(c), problems, section)
+
+    def _values(self, name: str, e: Tensor, c: Tensor, problems: list[str], section: str) -> None:
+        rtol, atol = self.options.tolerances(e.dtype)
+        scan = _scan(c, e, rtol, atol)
+        verdict, reference_lines = scan, list[str]()
+        if scan.value_mismatches and self.reference.given and _is_inexact(e):
+            verdict, reference_lines = self._judge_by_reference(name, e, c, rtol, atol, scan)
+        max_abs, max_rel = scan.abs_all.value, scan.rel_all.value
+        if not verdict.mismatched and not problems:
+            self.leaves.append(LeafComparison(name, True, max_abs, max_rel, ""))
+            return
+        exact = rtol == 0 and atol == 0
+        headline = f"values are not {'equal' if exact else 'close'}" if verdict.mismatched else ""
+        lines = [f"{name}: {headline or 'tensor metadata differs'}"]
+        lines += [f"  {p}" for p in problems]
+        if problems and problems[-1].startswith("strides"):
+            lines.append("  (check_strides=False ignores strides)")
+        if verdict.mismatched:
+            lines += _value_lines(verdict, e, c, rtol, atol) + reference_lines
+        self._fail(name, "\n".join(lines), section, max_abs, max_rel, eager_value=e)
+
+    def _judge_by_reference(
+        self, name: str, e: Tensor, c: Tensor, rtol: float, atol: float, plain: _Scan
+    ) -> tuple[_Scan, list[str]]:
+        """Re-judge a leaf that failed the plain tolerance against the float64 reference."""
+        r, why_not = self._reference_leaf(name, e)
+        if r is None:
+            return plain, [
+                f"  No float64 reference here ({why_not}): judged by the plain tolerance."
+            ]
+        eager_error = _distance(e, r)
+        compiled_error = _distance(c, r)
+        slack = REFERENCE_SLACK * eager_error.value
+        verdict = _scan(c, e, rtol, atol, reference=r, slack=slack)
+        lines = [
+            "  Judged against a float64 reference (eager re-run on inputs and state upcast):",
+            f"    eager vs compiled:             {_peak_text(plain.abs_all, e)}",
+            f"    eager vs float64 reference:    {_peak_text(eager_error, e)}",
+            f"    compiled vs float64 reference: {_peak_text(compiled_error, e)}",
+            f"    allowed: |compiled - reference| <= atol + rtol * |reference| + "
+            f"{REFERENCE_SLACK:g} * {_num(eager_error.value)} (eager's own error) "
+            f"with atol={_num(atol)}, rtol={_num(rtol)}",
+        ]
+        return verdict, lines
+
+    def _reference_leaf(self, name: str, e: Tensor) -> tuple[Tensor | None, str]:
+        """The float64 reference for this leaf, or None and the reason there is none."""
+        result = self.reference.result()
+        if result.exception is not None:
+            return None, f"the reference run raised {_exc_text(result.exception)}"
+        found, value = self.reference.get(name)
+        if isinstance(value, float | complex):
+            value = torch.tensor(value, dtype=torch.complex128 if e.is_complex() else torch.float64)
+        if not isinstance(value, Tensor):
+            return None, f"the reference run has no {'tensor at this' if found else 'such'} leaf"
+        if value.shape != e.shape:
+            return None, f"the reference has shape {tuple(value.shape)}, eager {tuple(e.shape)}"
+        return _dense(value), ""
+
+    # -- failures and eager's own nondeterminism --
+
+    def _fail(
+        self,
+        name: str,
+        body: str,
+        section: str,
+        max_abs: float = 0.0,
+        max_rel: float = 0.0,
+        *,
+        eager_value: Any,
+    ) -> None:
+        note = self._nondeterminism(name, eager_value, section) if self.eager_again.given else ""
+        message = body + (f"\n  {note}" if note else "") + _context_suffix(self.options.context)
+        self.leaves.append(LeafComparison(name, False, max_abs, max_rel, message, bool(note)))
+
+    def _nondeterminism(self, name: str, eager_value: Any, section: str) -> str:
+        """A note when a second eager run disagrees with the first at this leaf, else ""."""
+        again = self.eager_again.result()
+        if section == "exception":
+            if type(again.exception) is type(eager_value):
+                return ""
+            how = f"a second eager run {_outcome(again.exception)}"
+        elif again.exception is not None:
+            how = f"a second eager run raised {_exc_text(again.exception)}"
+        else:
+            found, again_value = self.eager_again.get(name)
+            if found != (eager_value is not _ABSENT):
+                how = "a second eager run " + ("has" if found else "lacks") + " this leaf"
+            elif not found:
+                return ""
+            else:
+                check = _Comparer(self.options, None, None)
+                check.walk(name, eager_value, again_value, section)
+                failed = [leaf for leaf in check.leaves if not leaf.ok]
+                if not failed:
+                    return ""
+                worst = max(leaf.max_abs for leaf in failed)
+                how = "two eager runs differ" + (f" by {_num(worst)}" if worst else "")
+        return (
+            f"Eager itself is nondeterministic here: {how}, so parity cannot be judged at this "
+            "leaf. Seed the random number generators, or call "
+            "torch.use_deterministic_algorithms(True)."
+        )
+
+
+class _Absent:
+    """Marks a leaf one side does not have (distinct from a leaf whose value is None)."""
+
+
+_ABSENT = _Absent()
+
+
+# --- pytrees and descriptions ---------------------------------------------------------------
+
+
+def _children(value: Any) -> list[tuple[str, Any]] | None:
+    """A container's children with the suffix each adds to its parent's name; None for a leaf."""
+    if isinstance(value, Tensor | torch.Size):
+        return None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [(f".{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value)]
+    if isinstance(value, tuple):
+        # namedtuples have _fields; torch.return_types (structseqs) have __match_args__
+        cls = type(value)
+        names: tuple[str, ...] = getattr(cls, "_fields", ()) or getattr(cls, "__match_args__", ())
+        if len(names) == len(value):
+            return [(f".{n}", v) for n, v in zip(names, value, strict=True)]
+        return [(f"[{i}]", v) for i, v in enumerate(value)]
+    if isinstance(value, list):
+        return [(f"[{i}]", v) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return [(f"[{k!r}]", v) for k, v in value.items()]
+    return None
+
+
+def _index(side: SideResult) -> dict[str, Any]:
+    """Every node of a side (containers and leaves) by display name."""
+    index: dict[str, Any] = {}
+
+    def add(name: str, value: Any) -> None:
+        index[name] = value
+        for suffix, child in _children(value) or []:
+            add(name + suffix, child)
+
+    if side.exception is None:
+        for name, value in [("output", side.output), *side.after.items(), *side.grads.items()]:
+            add(name, value)
+    return index
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "None"
+    if isinstance(value, Tensor):
+        return f"a tensor of shape {tuple(value.shape)} and dtype {value.dtype}"
+    kind = type(value).__qualname__
+    if isinstance(value, tuple | list | dict) and not isinstance(value, torch.Size):
+        return f"a {kind} of length {len(value)}"
+    if dataclasses.is_dataclass(value):
+        return f"a {kind}"
+    return f"{kind} {value!r}"
+
+
+def _kind_mismatch(name: str, e: Any, c: Any, section: str) -> str:
+    if section == "grad" and (e is None or c is None):
+        empty, full, value = ("eager", "compiled", c) if e is None else ("compiled", "eager", e)
+        return f"{name}: {empty} computed no gradient (None), {full} computed {_describe(value)}."
+    return f"{name}: eager has {_describe(e)}, compiled has {_describe(c)}."
+
+
+def _shape_mismatch(
+    name: str, e: Any, e_node: list[tuple[str, Any]], c_node: list[tuple[str, Any]]
+) -> str:
+    if isinstance(e, dict):
+        e_keys, c_keys = [s[1:-1] for s, _ in e_node], [s[1:-1] for s, _ in c_node]
+        only_e = ", ".join(k for k in e_keys if k not in c_keys) or "none"
+        only_c = ", ".join(k for k in c_keys if k not in e_keys) or "none"
+        return f"{name}: dict keys differ; only in eager: {only_e}; only in compiled: {only_c}."
+    return f"{name}: eager has {len(e_node)} elements, compiled has {len(c_node)}."
+
+
+def _metadata(e: Tensor, c: Tensor, check_strides: bool) -> list[tuple[str, str, str]]:
+    """(what, eager's, compiled's) for each piece of tensor metadata that differs."""
+    pairs: list[tuple[str, Any, Any]] = [
+        ("shape", tuple(e.shape), tuple(c.shape)),
+        ("dtype", e.dtype, c.dtype),
+        ("device", e.device, c.device),
+        ("layout", e.layout, c.layout),
+        ("requires_grad", e.requires_grad, c.requires_grad),
+    ]
+    found = [(what, str(ev), str(cv)) for what, ev, cv in pairs if ev != cv]
+    comparable = e.shape == c.shape and e.layout == c.layout == torch.strided
+    if check_strides and comparable and e.numel() > 0:
+        significant = [d for d, size in enumerate(e.shape) if size > 1]
+        if [e.stride(d) for d in significant] != [c.stride(d) for d in significant]:
+            found.append(("strides (dims of size > 1)", str(e.stride()), str(c.stride())))
+    return found
+
+
+def _dense(t: Tensor) -> Tensor:
+    """The strided, plain-valued form that values are compared in."""
+    t = t.detach()
+    if t.is_quantized:
+        return t.dequantize()
+    return t.to_dense() if t.layout != torch.strided else t
+
+
+def _type_name(exc: BaseException) -> str:
+    return type(exc).__name__
+
+
+def _exc_text(exc: BaseException) -> str:
+    text = f"{_type_name(exc)}: {exc}"
+    if len(text) > _EXCEPTION_TEXT_LIMIT:
+        return text[:_EXCEPTION_TEXT_LIMIT] + " [...]"
+    return text
+
+
+def _outcome(exc: BaseException | None) -> str:
+    return "returned normally" if exc is None else f"raised {_exc_text(exc)}"
+
+
+def _context_suffix(context: str) -> str:
+    return f"\n\n{context}" if context else ""
+
+
+def _num(x: float) -> str:
+    return f"{x:.4g}"
+
+
+# --- element-wise numerics, in float64 chunks -----------------------------------------------
+
+
+@dataclass
+class _Peak:
+    """The greatest value seen and its flat index."""
+
+    value: float = 0.0
+    at: int = 0
+
+    def update(self, values: Tensor, start: int) -> None:
+        best, where = torch.max(values, 0)
+        if best.item() > self.value:
+            self.value, self.at = float(best.item()), start + int(where.item())
+
+
+@dataclass
+class _Scan:
+    """Element-wise verdict of compiled against eager over one leaf."""
+
+    numel: int
+    mismatched: int = 0  # all failing elements
+    value_mismatches: int = 0  # failing elements where both sides are finite
+    first_placement: int = -1  # flat index of the first NaN/inf placement difference
+    abs_all: _Peak = field(default_factory=_Peak)  # |c - e| over finite pairs
+    rel_all: _Peak = field(default_factory=_Peak)  # |c - e| / |e| over finite pairs, e != 0
+    abs_bad: _Peak = field(default_factory=_Peak)  # as abs_all, over value mismatches only
+    rel_bad: _Peak = field(default_factory=_Peak)
+
+
+def _is_inexact(t: Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
+
+
+def _chunks(*tensors: Tensor) -> Iterator[tuple[int, list[Tensor]]]:
+    """Aligned slices of the flattened tensors (row-major, as indices are reported)."""
+    flat = [t.reshape(-1) for t in tensors]
+    for start in range(0, flat[0].numel(), _CHUNK):
+        yield start, [f[start : start + _CHUNK] for f in flat]
+
+
+def _widen(t: Tensor, device: torch.device) -> Tensor:
+    return t.to(device=device, dtype=torch.complex128 if t.is_complex() else torch.float64)
+
+
+def _finite_diff(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """x and y widened to float64/complex128, where both are finite, and |x - y| there (else 0)."""
+    xw, yw = _widen(x, x.device), _widen(y, x.device)
+    finite = xw.isfinite() & yw.isfinite()
+    return xw, yw, finite, torch.where(finite, (xw - yw).abs(), 0.0)
+
+
+def _distance(a: Tensor, b: Tensor) -> _Peak:
+    """Greatest |a - b| over elements where both are finite."""
+    peak = _Peak()
+    for start, (x, y) in _chunks(a, b):
+        peak.update(_finite_diff(x, y)[3], start)
+    return peak
+
+
+def _scan(
+    c: Tensor,
+    e: Tensor,
+    rtol: float,
+    atol: float,
+    *,
+    reference: Tensor | None = None,
+    slack: float = 0.0,
+) -> _Scan:
+    """Compare compiled against eager element by element.
+
+    Integers and bools must be equal. A floating element passes when both sides are the same
+    NaN/inf, or both are finite and |c - e| <= atol + rtol*|e| (torch.isclose), or, with a
+    reference, |c - r| <= atol + rtol*|r| + slack where r is finite.
+    """
+    scan = _Scan(e.numel())
+    exact = not _is_inexact(e)
+    for start, chunk in _chunks(c, e) if reference is None else _chunks(c, e, reference):
+        cw, ew, finite, diff = _finite_diff(chunk[0], chunk[1])
+        if exact:
+            ok = chunk[0] == chunk[1]
+        else:
+            ok = diff <= atol + rtol * ew.abs()
+            if reference is not None:
+                rw = _widen(chunk[2], cw.device)
+                ok |= rw.isfinite() & ((cw - rw).abs() <= atol + rtol * rw.abs() + slack)
+            same_nonfinite = (cw.isnan() & ew.isnan()) | (cw == ew)
+            ok = torch.where(finite, ok, same_nonfinite)
+        bad = ~ok
+        value_bad = bad & finite
+        placement = bad & ~finite
+        scan.mismatched += int(bad.sum())
+        scan.value_mismatches += int(value_bad.sum())
+        if scan.first_placement < 0 and bool(placement.any()):
+            scan.first_placement = start + int(placement.nonzero()[0, 0])
+        magnitude = ew.abs()
+        rel = diff / magnitude
+        scan.abs_all.update(diff, start)
+        scan.rel_all.update(torch.where(finite & (magnitude > 0), rel, 0.0), start)
+        scan.abs_bad.update(torch.where(value_bad, diff, 0.0), start)
+        scan.rel_bad.update(torch.where(value_bad, rel, 0.0), start)
+    return scan
+
+
+def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        flat, rest = divmod(flat, size)
+        index.append(rest)
+    return tuple(reversed(index))
+
+
+def _where(flat: int, t: Tensor) -> str:
+    return f" at index {_unravel(flat, t.shape)}" if t.dim() else ""
+
+
+def _peak_text(peak: _Peak, t: Tensor) -> str:
+    return f"greatest |difference| {_num(peak.value)}{_where(peak.at, t)}"
+
+
+def _element(t: Tensor, flat: int) -> Any:
+    return t.reshape(-1)[flat].item()
+
+
+def _value_lines(scan: _Scan, e: Tensor, c: Tensor, rtol: float, atol: float) -> list[str]:
+    """assert_close-style statistics of a failing leaf: how many, how far, where, what allowed."""
+    exact = rtol == 0 and atol == 0
+    share = scan.mismatched / scan.numel
+    lines = [f"  Mismatched elements: {scan.mismatched} / {scan.numel} ({share:.1%})"]
+    if scan.first_placement >= 0:
+        i = scan.first_placement
+        lines.append(
+            f"  NaN/inf in different places, first{_where(i, e)}: "
+            f"eager {_element(e, i)}, compiled {_element(c, i)}"
+        )
+    if scan.value_mismatches:
+        for kind, peak, tol in (("absolute", scan.abs_bad, atol), ("relative", scan.rel_bad, rtol)):
+            allowed = "" if exact else f" (up to {_num(tol)} allowed)"
+            lines.append(
+                f"  Greatest {kind} difference: {_num(peak.value)}{_where(peak.at, e)}{allowed}"
+            )
+    if e.dim() == 0:
+        lines.append(f"  eager {e.item()}, compiled {c.item()}")
+    return lines

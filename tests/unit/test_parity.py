@@ -1,0 +1,682 @@
+"""Unit tests for parity.compare: hand-built results, no torch.compile needed."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import re
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import torch
+
+from pytest_torchcompile import parity
+from pytest_torchcompile.errors import ParityError
+from pytest_torchcompile.parity import CompareOptions, ParityReport, SideResult, compare
+
+CONTEXT = "backend=inductor mode=default dynamic=auto fullgraph=False device=cpu"
+OPTIONS = CompareOptions(context=CONTEXT)
+
+
+def side(
+    output: Any = None,
+    *,
+    exception: BaseException | None = None,
+    after: dict[str, Any] | None = None,
+    grads: dict[str, Any] | None = None,
+) -> SideResult:
+    return SideResult(output, exception, after or {}, grads or {})
+
+
+def check(
+    eager: SideResult, compiled: SideResult, options: CompareOptions = OPTIONS, **kw: Any
+) -> ParityReport:
+    return compare(eager, compiled, options, **kw)
+
+
+def fails(match: str, eager: SideResult, compiled: SideResult, **kw: Any) -> str:
+    """Assert the comparison fails with a message matching `match`; return the message."""
+    report = check(eager, compiled, **kw)
+    with pytest.raises(ParityError, match=match) as info:
+        report.raise_if_failed()
+    return str(info.value)
+
+
+def passes(eager: SideResult, compiled: SideResult, **kw: Any) -> ParityReport:
+    report = check(eager, compiled, **kw)
+    report.raise_if_failed()
+    assert report.ok
+    return report
+
+
+class Counter:
+    """A thunk that counts its calls."""
+
+    def __init__(self, result: SideResult | Callable[[], SideResult]) -> None:
+        self.result, self.calls = result, 0
+
+    def __call__(self) -> SideResult:
+        self.calls += 1
+        return self.result() if callable(self.result) else self.result
+
+
+def corrupt(t: torch.Tensor, index: tuple[int, ...], relative: float) -> torch.Tensor:
+    out = t.clone()
+    out[index] = out[index] * (1 + relative)
+    return out
+
+
+# --- float values -----------------------------------------------------------------------------
+
+
+def test_identical_pytrees_pass_and_record_zero_errors() -> None:
+    x = torch.randn(4, 4)
+    out = (x, {"logits": x * 2, "n": 3}, [None, "s"])
+    report = passes(side(out), side((x.clone(), {"logits": x * 2, "n": 3}, [None, "s"])))
+    names = [leaf.leaf for leaf in report.leaves]
+    assert names == [
+        "output[0]",
+        "output[1]['logits']",
+        "output[1]['n']",
+        "output[2][0]",
+        "output[2][1]",
+    ]
+    assert all(leaf.max_abs == 0.0 and leaf.message == "" for leaf in report.leaves)
+    assert report.failure_message() == ""
+
+
+def test_one_corrupted_float32_element_fails_naming_leaf_index_and_context() -> None:
+    x = torch.randn(8, 8) + 3
+    bad = corrupt(x, (0, 5), 1e-3)
+    message = fails(
+        r"output\[1\]\['logits'\]: values are not close",
+        side((x, {"logits": x})),
+        side((x, {"logits": bad})),
+    )
+    assert "Mismatched elements: 1 / 64 (1.6%)" in message
+    assert re.search(
+        r"Greatest absolute difference: \S+ at index \(0, 5\) \(up to 1e-05 allowed\)", message
+    )
+    assert re.search(
+        r"Greatest relative difference: 0.001 at index \(0, 5\) \(up to 1.3e-06 allowed\)", message
+    )
+    assert message.endswith(CONTEXT)
+    assert "output[0]" not in message
+
+
+def test_float32_corruption_still_fails_with_a_float64_reference() -> None:
+    torch.manual_seed(0)
+    a, w = torch.randn(8, 16), torch.randn(16, 8)
+    eager = a @ w
+    reference = Counter(side(a.double() @ w.double()))
+    message = fails(
+        r"(?s)output: values are not close.*index \(2, 3\).*float64 reference",
+        side(eager),
+        side(corrupt(eager, (2, 3), 1e-3)),
+        reference=reference,
+    )
+    assert "compiled vs float64 reference" in message
+    assert reference.calls == 1
+
+
+def float16_sums() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Eager rounds to float16 after every addition; 'compiled' accumulates in float32 once."""
+    torch.manual_seed(0)
+    x = torch.randn(16, 64).half()
+    eager = torch.zeros(16, dtype=torch.half)
+    for i in range(64):
+        eager = eager + x[:, i]
+    return eager, x.float().sum(-1).half(), x.double().sum(-1)
+
+
+def test_float16_noise_that_the_reference_explains_passes() -> None:
+    eager, compiled, exact = float16_sums()
+    fails(r"output: values are not close", side(eager), side(compiled))  # plain tolerance alone
+    report = passes(side(eager), side(compiled), reference=lambda: side(exact))
+    assert report.leaves[0].max_abs > 1e-3  # the recorded error is still eager vs compiled
+
+
+def test_float16_real_error_fails_despite_the_reference_with_three_distances() -> None:
+    eager, compiled, exact = float16_sums()
+    wrong = compiled.clone()
+    wrong[7] += 0.25
+    message = fails(
+        r"(?s)output: values are not close.*Mismatched elements: 1 / 16",
+        side(eager),
+        side(wrong),
+        reference=lambda: side(exact),
+    )
+    assert re.search(r"eager vs compiled: +greatest \|difference\| 0.2\d* at index \(7,\)", message)
+    assert re.search(r"eager vs float64 reference: +greatest \|difference\| \S+", message)
+    assert re.search(r"compiled vs float64 reference: +greatest \|difference\| 0.25", message)
+    assert "atol + rtol * |reference| + 3 * " in message
+    assert parity.REFERENCE_SLACK == 3.0
+
+
+def test_reference_is_called_lazily_and_at_most_once() -> None:
+    x = torch.randn(5)
+    ref = Counter(side((x.double(), x.double()), grads={"grad of input 0": x.double()}))
+    passes(
+        side((x, x), grads={"grad of input 0": x}),
+        side((x, x), grads={"grad of input 0": x}),
+        reference=ref,
+    )
+    assert ref.calls == 0
+    bad = x + 1
+    report = check(
+        side((x, x), grads={"grad of input 0": x}),
+        side((bad, bad), grads={"grad of input 0": bad}),
+        reference=ref,
+    )
+    assert [leaf.ok for leaf in report.leaves] == [False, False, False]
+    assert ref.calls == 1
+
+
+@pytest.mark.parametrize(
+    ("reference", "why"),
+    [
+        (
+            side(exception=TypeError("no float64 kernel")),
+            r"the reference run raised TypeError: no float64 kernel",
+        ),
+        (side({"other": torch.zeros(3)}), r"the reference run has no tensor at this leaf"),
+        (
+            side(torch.zeros(4, dtype=torch.float64)),
+            r"the reference has shape \(4,\), eager \(3,\)",
+        ),
+    ],
+)
+def test_unusable_reference_falls_back_to_the_plain_verdict_and_says_why(
+    reference: SideResult, why: str
+) -> None:
+    x = torch.ones(3)
+    fails(
+        rf"(?s)No float64 reference here \({why}\): judged by the plain tolerance",
+        side(x),
+        side(x + 1),
+        reference=lambda: reference,
+    )
+
+
+def test_reference_thunk_that_raises_is_reported_not_propagated() -> None:
+    def boom() -> SideResult:
+        raise RuntimeError("upcast failed")
+
+    x = torch.ones(3)
+    fails(
+        r"the reference run raised RuntimeError: upcast failed",
+        side(x),
+        side(x + 1),
+        reference=boom,
+    )
+
+
+def test_reference_not_used_for_nan_placement_only_failures() -> None:
+    x = torch.ones(3)
+    y = x.clone()
+    y[1] = float("nan")
+    ref = Counter(side(x.double()))
+    fails(r"NaN/inf in different places", side(x), side(y), reference=ref)
+    assert ref.calls == 0
+
+
+def test_reference_judges_python_float_leaves_too() -> None:
+    e, c = side({"loss": 1.0}), side({"loss": 1.0 + 1e-6})
+    assert not check(e, c).ok
+    assert check(e, c, reference=lambda: side({"loss": 1.0 + 5e-7})).ok  # eager was off by 5e-7
+    assert not check(e, c, reference=lambda: side({"loss": 1.0})).ok  # eager was exact
+
+
+# --- NaN, inf, exact dtypes ---------------------------------------------------------------------
+
+
+def test_nan_and_inf_in_the_same_places_pass() -> None:
+    x = torch.tensor([1.0, float("nan"), float("inf"), -float("inf")])
+    passes(side(x), side(x.clone()))
+
+
+def test_nan_in_different_places_fails() -> None:
+    e = torch.tensor([1.0, float("nan"), 3.0])
+    c = torch.tensor([1.0, 2.0, float("nan")])
+    message = fails(
+        r"NaN/inf in different places, first at index \(1,\): eager nan, compiled 2.0",
+        side(e),
+        side(c),
+    )
+    assert "Mismatched elements: 2 / 3" in message
+
+
+def test_inf_of_opposite_sign_fails() -> None:
+    e = torch.tensor([float("inf"), 0.0])
+    c = torch.tensor([-float("inf"), 0.0])
+    fails(r"first at index \(0,\): eager inf, compiled -inf", side(e), side(c))
+
+
+def test_integer_tensors_are_exact_even_with_loose_tolerances() -> None:
+    e = torch.arange(10)
+    c = e.clone()
+    c[4] = 5
+    message = fails(
+        r"output: values are not equal",
+        side(e),
+        side(c),
+        options=CompareOptions(rtol=1.0, atol=10.0),
+    )
+    assert "Greatest absolute difference: 1 at index (4,)" in message
+    assert "allowed" not in message
+    passes(side(e), side(e.clone()))
+
+
+def test_bool_tensors_are_exact() -> None:
+    e = torch.tensor([True, False])
+    fails(r"Mismatched elements: 1 / 2 \(50.0%\)", side(e), side(torch.tensor([True, True])))
+
+
+def test_complex_values() -> None:
+    e = torch.randn(4, dtype=torch.complex64)
+    passes(side(e), side(e.clone()))
+    fails(r"values are not close", side(e), side(e + 1e-3j))
+
+
+def test_zero_dim_tensor_message_shows_both_values() -> None:
+    fails(
+        r"(?s)output: values are not close.*eager 1.0, compiled 1.5",
+        side(torch.tensor(1.0)),
+        side(torch.tensor(1.5)),
+    )
+
+
+def test_empty_tensors_pass() -> None:
+    passes(side(torch.empty(0, 3)), side(torch.empty(0, 3)))
+
+
+def test_sparse_tensors_compare_dense_forms() -> None:
+    dense = torch.tensor([[0.0, 1.0], [2.0, 0.0]])
+    passes(side(dense.to_sparse()), side(dense.to_sparse()))
+    fails(
+        r"index \(1, 0\)",
+        side(dense.to_sparse()),
+        side((dense * torch.tensor([[1.0], [2.0]])).to_sparse()),
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
+def test_plain_verdict_agrees_with_torch_testing_assert_close(dtype: torch.dtype) -> None:
+    torch.manual_seed(1)
+    e = torch.randn(200, dtype=torch.float64).to(dtype)
+    for scale in (1e-8, 1e-6, 1e-4, 1e-3, 1e-2):
+        c = (e.double() * (1 + scale * torch.randn(200, dtype=torch.float64))).to(dtype)
+        try:
+            torch.testing.assert_close(c, e)
+            expected = True
+        except AssertionError:
+            expected = False
+        assert check(side(e), side(c)).ok is expected, (dtype, scale)
+
+
+def test_differences_are_scanned_in_chunks_with_correct_indices(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(parity, "_CHUNK", 7)
+    e = torch.randn(6, 5)
+    c = e.clone()
+    c[4, 3] += 1.0
+    c[1, 1] += 0.5
+    report = check(side(e), side(c))
+    assert report.leaves[0].max_abs == pytest.approx(1.0, rel=1e-5)
+    with pytest.raises(
+        ParityError,
+        match=r"Mismatched elements: 2 / 30(?s:.*)absolute difference: 1 at index \(4, 3\)",
+    ):
+        report.raise_if_failed()
+
+
+# --- metadata -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("compiled", "what"),
+    [
+        (
+            torch.zeros(2, 3, dtype=torch.float16),
+            r"dtype: eager torch.float32, compiled torch.float16",
+        ),
+        (torch.zeros(3, 2), r"shape: eager \(2, 3\), compiled \(3, 2\)"),
+        (torch.zeros(2, 3, device="meta"), r"device: eager cpu, compiled meta"),
+        (torch.zeros(2, 3).to_sparse(), r"layout: eager torch.strided, compiled torch.sparse_coo"),
+    ],
+)
+def test_metadata_mismatch_names_both_values(compiled: torch.Tensor, what: str) -> None:
+    fails(
+        rf"output: tensor metadata differs between eager and compiled.\n  {what}",
+        side(torch.zeros(2, 3)),
+        side(compiled),
+    )
+
+
+def test_requires_grad_mismatch_fails_and_values_are_still_compared() -> None:
+    e = torch.zeros(3, requires_grad=True)
+    message = fails(r"requires_grad: eager True, compiled False", side(e), side(torch.ones(3)))
+    assert "Mismatched elements: 3 / 3" in message
+
+
+def test_transposed_output_fails_with_check_strides_and_passes_without() -> None:
+    e = torch.randn(4, 6)
+    c = e.t().contiguous().t()
+    fails(
+        r"strides \(dims of size > 1\): eager \(6, 1\), compiled \(1, 4\)"
+        r"(?s:.*)check_strides=False",
+        side(e),
+        side(c),
+    )
+    passes(side(e), side(c), options=CompareOptions(check_strides=False))
+
+
+def test_strides_of_size_one_dims_and_empty_tensors_are_ignored() -> None:
+    e = torch.randn(1, 5)
+    c = torch.empty_strided((1, 5), (1, 1)).copy_(e)
+    passes(side(e), side(c))
+    passes(side(torch.empty(0, 4)), side(torch.empty(0, 4).t().contiguous().t()))
+
+
+def test_strides_are_only_checked_for_outputs() -> None:
+    e = torch.randn(4, 6)
+    c = e.t().contiguous().t()
+    passes(
+        side(None, after={"input 0 after the call": e}, grads={"grad of input 0": e}),
+        side(None, after={"input 0 after the call": c}, grads={"grad of input 0": c}),
+    )
+
+
+# --- structure and naming -------------------------------------------------------------------
+
+
+Pair = collections.namedtuple("Pair", ["loss", "logits"])
+
+
+@dataclasses.dataclass
+class Out:
+    loss: torch.Tensor
+    extras: dict[str, Any]
+
+
+def test_namedtuple_fields_are_named_with_attributes() -> None:
+    x = torch.ones(2)
+    fails(r"output.logits: values are not close", side(Pair(x, x)), side(Pair(x, x + 1)))
+
+
+def test_dataclass_fields_are_named_with_attributes() -> None:
+    x = torch.ones(2)
+    fails(
+        r"output\[0\].extras\['h'\]\[1\]: values are not close",
+        side([Out(x, {"h": [x, x]})]),
+        side([Out(x, {"h": [x, x * 3]})]),
+    )
+
+
+def test_torch_return_types_are_named_by_field() -> None:
+    x = torch.tensor([[1.0, 3.0], [4.0, 2.0]])
+    e = torch.max(x, 1)
+    c = torch.max(x * torch.tensor([[1.0, 1.0], [1.0, 3.0]]), 1)
+    message = fails(r"output.values: values are not close", side(e), side(c))
+    assert "output.indices: values are not equal" in message
+
+
+@pytest.mark.parametrize(
+    ("eager", "compiled", "match"),
+    [
+        ((1, 2), [1, 2], r"output: eager has a tuple of length 2, compiled has a list of length 2"),
+        ([1, 2], [1, 2, 3], r"output: eager has 2 elements, compiled has 3"),
+        (
+            {"a": 1, "b": 2},
+            {"a": 1, "c": 2},
+            r"output: dict keys differ; only in eager: 'b'; only in compiled: 'c'",
+        ),
+        (
+            (None,),
+            (torch.zeros(2),),
+            r"output\[0\]: eager has None, compiled has a tensor of shape \(2,\)",
+        ),
+        (
+            (torch.zeros(2),),
+            (1.0,),
+            r"output\[0\]: eager has a tensor of shape \(2,\) and dtype torch.float32, "
+            r"compiled has float 1.0",
+        ),
+        (3, 3.0, r"output: eager has int 3, compiled has float 3.0"),
+        (Pair(1, 2), (1, 2), r"output: eager has a Pair of length 2, compiled has a tuple"),
+    ],
+)
+def test_structure_mismatches_say_what_differs(eager: Any, compiled: Any, match: str) -> None:
+    fails(match, side(eager), side(compiled))
+
+
+def test_dict_key_order_does_not_matter() -> None:
+    passes(side({"a": 1, "b": 2}), side({"b": 2, "a": 1}))
+
+
+@pytest.mark.parametrize(
+    ("eager", "compiled", "ok"),
+    [
+        (3, 3, True),
+        (3, 4, False),
+        (True, True, True),
+        (0.1 + 0.2, 0.3, True),  # float64 default tolerance, like assert_close
+        (1.0, 1.001, False),
+        (float("nan"), float("nan"), True),
+        (1 + 2j, 1 + 2j, True),
+        ("a", "b", False),
+        (torch.Size([2, 3]), torch.Size([2, 3]), True),
+        (torch.Size([2, 3]), torch.Size([3, 2]), False),
+        (torch.float32, torch.float16, False),
+        (torch.device("cpu"), torch.device("cpu"), True),
+        (None, None, True),
+    ],
+)
+def test_python_scalars_and_torch_objects(eager: Any, compiled: Any, ok: bool) -> None:
+    assert check(side([eager]), side([compiled])).ok is ok
+
+
+def test_scalar_mismatch_message_shows_both() -> None:
+    fails(
+        r"output\[0\]: eager has torch.Size\(\[2, 3\]\), compiled has torch.Size\(\[3, 2\]\)",
+        side([torch.Size([2, 3])]),
+        side([torch.Size([3, 2])]),
+    )
+
+
+# --- exceptions -----------------------------------------------------------------------------
+
+
+def test_same_exception_type_is_parity_with_a_note() -> None:
+    report = passes(side(exception=ValueError("a")), side(exception=ValueError("b")))
+    assert report.exception_note == "both raised ValueError"
+    assert report.leaves == []
+
+
+def test_compiled_raising_a_subclass_of_eagers_exception_is_parity() -> None:
+    class WrappedRuntimeError(RuntimeError):
+        pass
+
+    report = passes(
+        side(exception=RuntimeError("shape")), side(exception=WrappedRuntimeError("shape"))
+    )
+    assert report.exception_note == "both raised RuntimeError (compiled: WrappedRuntimeError)"
+    assert not check(side(exception=WrappedRuntimeError("x")), side(exception=RuntimeError("x"))).ok
+
+
+def test_different_exception_types_fail_showing_both() -> None:
+    fails(
+        r"exception: eager raised ValueError: bad value, compiled raised TypeError: bad type",
+        side(exception=ValueError("bad value")),
+        side(exception=TypeError("bad type")),
+    )
+
+
+def test_only_compiled_raising_fails() -> None:
+    message = fails(
+        r"exception: eager returned normally, compiled raised RuntimeError: boom",
+        side(torch.ones(2), after={"input 0 after the call": torch.ones(2)}),
+        side(None, exception=RuntimeError("boom")),
+    )
+    assert "output" not in message and "input 0" not in message
+
+
+def test_only_eager_raising_fails() -> None:
+    fails(
+        r"exception: eager raised KeyError: 'k', compiled returned normally",
+        side(exception=KeyError("k")),
+        side(torch.ones(2)),
+    )
+
+
+# --- state after the call and gradients -----------------------------------------------------
+
+
+def test_buffer_after_the_call_differs() -> None:
+    mean = torch.zeros(4)
+    fails(
+        r"buffer 'bn.running_mean': values are not close",
+        side(None, after={"buffer 'bn.running_mean'": mean + 0.1}),
+        side(None, after={"buffer 'bn.running_mean'": mean}),
+    )
+
+
+def test_state_key_on_one_side_only_fails() -> None:
+    x = torch.ones(2)
+    fails(
+        r"input 0 after the call: present in eager only",
+        side(None, after={"input 0 after the call": x}),
+        side(None),
+    )
+    fails(
+        r"input 'x' after the call: present in compiled only",
+        side(None),
+        side(None, after={"input 'x' after the call": x}),
+    )
+
+
+def test_missing_gradient_says_which_side_had_none() -> None:
+    g = torch.ones(3)
+    fails(
+        r"grad of parameter 'W_q.weight': compiled computed no gradient \(None\), "
+        r"eager computed a tensor of shape \(3,\)",
+        side(None, grads={"grad of parameter 'W_q.weight'": g}),
+        side(None, grads={"grad of parameter 'W_q.weight'": None}),
+    )
+    fails(
+        r"grad of input 0: eager computed no gradient \(None\), compiled computed a tensor",
+        side(None, grads={"grad of input 0": None}),
+        side(None, grads={"grad of input 0": g}),
+    )
+    passes(side(None, grads={"grad of input 0": None}), side(None, grads={"grad of input 0": None}))
+
+
+def test_gradient_value_differs() -> None:
+    g = torch.randn(3, 3)
+    fails(
+        r"grad of input 0: values are not close",
+        side(None, grads={"grad of input 0": g}),
+        side(None, grads={"grad of input 0": corrupt(g, (1, 1), 1e-2)}),
+    )
+
+
+def test_report_order_is_outputs_then_after_then_grads() -> None:
+    x = torch.ones(2)
+    state = {"input 0 after the call": x}
+    grads = {"grad of input 0": x}
+    report = check(
+        side(x, after=state, grads=grads),
+        side(x + 1, after={"input 0 after the call": x + 1}, grads={"grad of input 0": x + 1}),
+    )
+    assert [leaf.leaf for leaf in report.leaves] == [
+        "output",
+        "input 0 after the call",
+        "grad of input 0",
+    ]
+    message = report.failure_message()
+    assert message.startswith("Eager and compiled runs disagree at 3 leaves of 3 compared.")
+    assert (
+        message.index("output:")
+        < message.index("input 0 after the call:")
+        < message.index("grad of input 0:")
+    )
+    assert message.count(CONTEXT) == 1 and message.endswith(CONTEXT)
+    assert all(leaf.message.endswith(CONTEXT) for leaf in report.leaves)
+
+
+def test_errors_are_recorded_for_passing_leaves() -> None:
+    e = torch.tensor([1.0, 0.0])
+    c = torch.tensor([1.0 + 2**-20, 5e-6])
+    report = passes(side(e), side(c))
+    assert report.leaves[0].max_abs == pytest.approx(5e-6)
+    assert report.leaves[0].max_rel == 2**-20  # eager's zero is left out of the relative error
+
+
+# --- eager's own nondeterminism -------------------------------------------------------------
+
+
+def test_nondeterministic_eager_is_reported_as_such() -> None:
+    e = torch.zeros(4)
+    again = Counter(side((e + 0.5, e)))
+    report = check(side((e, e)), side((e + 0.3, e + 1)), eager_again=again)
+    first, second = report.leaves
+    assert first.nondeterministic and "two eager runs differ by 0.5" in first.message
+    assert not second.nondeterministic and "nondeterministic" not in second.message
+    assert again.calls == 1
+    message = report.failure_message()
+    assert message.index("output[1]") < message.index("output[0]")  # real failures first
+    with pytest.raises(
+        ParityError,
+        match=r"Eager itself is nondeterministic here(?s:.*)"
+        r"torch.use_deterministic_algorithms\(True\)",
+    ):
+        report.raise_if_failed()
+
+
+def test_eager_again_is_not_called_when_everything_passes() -> None:
+    again = Counter(side(torch.ones(1)))
+    passes(side(torch.zeros(1)), side(torch.zeros(1)), eager_again=again)
+    assert again.calls == 0
+
+
+def test_nondeterministic_exception() -> None:
+    message = fails(
+        r"a second eager run returned normally",
+        side(exception=ValueError("flaky")),
+        side(torch.ones(1)),
+        eager_again=lambda: side(torch.ones(1)),
+    )
+    assert "Eager itself is nondeterministic" in message
+
+
+def test_nondeterministic_structure() -> None:
+    fails(
+        r"output: dict keys differ(?s:.*)two eager runs differ\b",
+        side({"a": 1}),
+        side({"b": 1}),
+        eager_again=lambda: side({"c": 1}),
+    )
+
+
+# --- options --------------------------------------------------------------------------------
+
+
+def test_rtol_atol_overrides() -> None:
+    e = torch.ones(3)
+    c = e + 1e-3
+    fails(r"up to 1e-05 allowed", side(e), side(c))
+    passes(side(e), side(c), options=CompareOptions(rtol=0.0, atol=2e-3))
+    fails(
+        r"output: values are not equal",
+        side(e),
+        side(e + 1e-7),
+        options=CompareOptions(rtol=0.0, atol=0.0),
+    )
+
+
+@pytest.mark.parametrize("kwargs", [{"rtol": 1e-3}, {"atol": 1e-3}, {"rtol": -1.0, "atol": 0.0}])
+def test_invalid_tolerances_are_rejected(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError, match=r"rtol|atol"):
+        CompareOptions(**kwargs)
