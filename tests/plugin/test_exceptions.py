@@ -1,0 +1,38 @@
+"""Exceptions are part of a program's meaning: both sides raise the same type, or it fails."""
+
+from __future__ import annotations
+
+
+def test_raising_only_when_compiled_fails(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.compile_parity
+        def test_it(compile_parity):
+            compile_parity(lambda x: x + 1, torch.ones(2))
+        """
+    )
+    result = pytester.runpytest("--compile-backend=planted:raise_when_compiled")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ParityError*", "*eager returned normally*RuntimeError*planted*"])
+
+
+def test_both_sides_raising_alike_reraise_the_eager_exception(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        def checked(x):
+            if x.shape[0] > 2:
+                raise ValueError("batch too big")
+            return x * 2
+
+        @pytest.mark.compile_parity
+        def test_it(compile_parity):
+            with pytest.raises(ValueError, match="batch too big"):
+                compile_parity(checked, torch.ones(3))
+            compile_parity(checked, torch.ones(2))
+        """
+    )
+    pytester.runpytest("--compile-backend=aot_eager").assert_outcomes(passed=1)
