@@ -6,6 +6,7 @@ an internal breaks one place, with a clear error, instead of many.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -96,3 +97,181 @@ def is_graph_break_error(exc: BaseException) -> bool:
     from torch._dynamo import exc as dynamo_exc
 
     return isinstance(exc, dynamo_exc.Unsupported)
+
+
+# --- accounting (helper "accounting") ---
+
+# Compilation metrics live in a bounded deque (64 by default); while a call is observed it is
+# widened so that a call compiling many frames (one per graph break) loses none of them.
+_METRICS_WINDOW = 100_000
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileEvent:
+    """One frame compile Dynamo finished or refused, read from its compilation metrics."""
+
+    compile_id: str  # "3/1": the second compile of frame 3
+    code_name: str | None  # None when Dynamo refused before tracing (recompile limit)
+    filename: str | None
+    firstlineno: int | None
+    backward: bool  # AOTAutograd compiling a backward graph lazily, not a frame
+    recompile_reason: str | None  # the first guard that failed, when this is a recompile
+    fail_type: str | None
+    fail_reason: str | None
+    fail_location: tuple[str, int] | None  # innermost user frame of the failure
+    recompile_limit_hit: bool
+    errors_suppressed: bool  # config.suppress_errors was on
+    duration_s: float
+
+    @property
+    def frame_id(self) -> str:
+        """The code object's id, the same for each of its compiles."""
+        return self.compile_id.rsplit("/", 1)[0]
+
+
+@dataclasses.dataclass(frozen=True)
+class BreakEvent:
+    """One graph break Dynamo resumed from: its reason and the user stack, outermost first."""
+
+    reason: str
+    stack: tuple[tuple[str, int], ...]  # (filename, lineno)
+
+
+@dataclasses.dataclass
+class DynamoRecords:
+    """What Dynamo recorded during an observed block; filled when the block exits."""
+
+    compiles: list[CompileEvent] = dataclasses.field(default_factory=list)
+    breaks: list[BreakEvent] = dataclasses.field(default_factory=list)
+
+
+def _after(items: list[Any], mark: Any) -> list[Any]:
+    """The items appended after `mark` (all of them when `mark` is gone: the list was cleared)."""
+    for index in range(len(items) - 1, -1, -1):
+        if items[index] is mark:
+            return items[index + 1 :]
+    return items
+
+
+def _recompile_limit_hit(fail_type: str | None, fail_reason: str | None) -> bool:
+    # 2.11 and 2.13 raise Unsupported("Dynamo recompile limit exceeded ...") or, with
+    # fail_on_recompile_limit_hit, FailOnRecompileLimitHit; older releases said "cache_size_limit".
+    if fail_type == "FailOnRecompileLimitHit":
+        return True
+    text = (fail_reason or "").lower()
+    return fail_type == "Unsupported" and any(
+        word in text for word in ("recompile limit", "recompile_limit", "cache_size_limit")
+    )
+
+
+def _compile_event(metrics: Any) -> CompileEvent:
+    duration_us = getattr(metrics, "duration_us", None)
+    if duration_us is not None:
+        duration_s = duration_us / 1e6
+    else:
+        duration_s = getattr(metrics, "entire_frame_compile_time_s", None) or 0.0
+    fail_file = getattr(metrics, "fail_user_frame_filename", None)
+    fail_line = getattr(metrics, "fail_user_frame_lineno", None)
+    fail_type = getattr(metrics, "fail_type", None)
+    fail_reason = getattr(metrics, "fail_reason", None)
+    return CompileEvent(
+        compile_id=str(getattr(metrics, "compile_id", None) or ""),
+        code_name=getattr(metrics, "co_name", None),
+        filename=getattr(metrics, "co_filename", None),
+        firstlineno=getattr(metrics, "co_firstlineno", None),
+        backward=getattr(metrics, "is_forward", True) is False,
+        recompile_reason=getattr(metrics, "recompile_reason", None),
+        fail_type=fail_type,
+        fail_reason=fail_reason,
+        fail_location=(fail_file, fail_line) if fail_file and fail_line else None,
+        recompile_limit_hit=_recompile_limit_hit(fail_type, fail_reason),
+        errors_suppressed=bool(getattr(metrics, "config_suppress_errors", False)),
+        duration_s=float(duration_s),
+    )
+
+
+@contextmanager
+def dynamo_records() -> Iterator[DynamoRecords]:
+    """Collect Dynamo's compilation metrics and graph-break reasons recorded inside the block.
+
+    Graph-break reasons (`torch._dynamo.utils.graph_break_reasons`) hold every break Dynamo
+    resumed from, data-dependent branches and breaks before an empty graph included, which
+    `counters["graph_break"]` and the backend miss. Compilation metrics hold one entry per frame
+    compile, failed or refused ones included, with the guard that failed for a recompile.
+    """
+    from torch._dynamo import utils
+
+    records = DynamoRecords()
+    limit = utils._compilation_metrics.maxlen
+    if limit is not None and limit < _METRICS_WINDOW:
+        utils.set_compilation_metrics_limit(_METRICS_WINDOW)
+    metrics = utils.get_compilation_metrics()
+    metrics_mark = metrics[-1] if metrics else None
+    breaks_mark = utils.graph_break_reasons[-1] if utils.graph_break_reasons else None
+    try:
+        yield records
+    finally:
+        for entry in _after(utils.get_compilation_metrics(), metrics_mark):
+            if not getattr(entry, "is_runtime", False):
+                records.compiles.append(_compile_event(entry))
+        for reason in _after(list(utils.graph_break_reasons), breaks_mark):
+            stack = tuple((frame.filename, frame.lineno or 0) for frame in reason.user_stack)
+            records.breaks.append(BreakEvent(reason=reason.reason, stack=stack))
+        if limit is not None and limit < _METRICS_WINDOW:
+            utils.set_compilation_metrics_limit(limit)
+
+
+def current_compile_id() -> str:
+    """The compile id ("frame/attempt") of the frame Dynamo is compiling now, or ""."""
+    from torch._guards import CompileContext
+
+    compile_id = CompileContext.current_compile_id()
+    return "" if compile_id is None else str(compile_id)
+
+
+def graph_end_reason(gm: torch.fx.GraphModule) -> str:
+    """Dynamo's compile_subgraph_reason for a graph handed to the backend: why it ended."""
+    reason = getattr(gm, "compile_subgraph_reason", None)
+    return str(getattr(reason, "reason", "")) if reason is not None else ""
+
+
+def exception_compile_ids(exc: BaseException) -> set[str]:
+    """Compile ids of the frame compiles whose failure is `exc` (or one of its causes).
+
+    Dynamo tags a failing compile's exception with its compile id; a failure that reached the
+    caller was not swallowed into an eager fallback.
+    """
+    ids: set[str] = set()
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        compile_id = getattr(current, "compile_id", None)
+        if compile_id is not None:
+            ids.add(str(compile_id))
+        current = current.__cause__ or current.__context__
+    return ids
+
+
+def recompile_limit_setting() -> str:
+    """The recompile limit as a user would set it, for messages."""
+    import torch._dynamo.config as dynamo_config
+
+    name = "recompile_limit" if hasattr(dynamo_config, "recompile_limit") else "cache_size_limit"
+    return f"torch._dynamo.config.{name}={getattr(dynamo_config, name)}"
+
+
+def strict_recompile_limit() -> dict[str, Any]:
+    """Config that makes hitting the recompile limit an error instead of a silent eager run.
+
+    Dynamo rejects it together with suppress_errors; then nothing is set and accounting reports
+    the limit from the compilation metrics instead.
+    """
+    import torch._dynamo.config as dynamo_config
+
+    if getattr(dynamo_config, "suppress_errors", False):
+        return {}
+    for name in ("fail_on_recompile_limit_hit", "fail_on_cache_limit_hit"):
+        if hasattr(dynamo_config, name):
+            return {name: True}
+    return {}

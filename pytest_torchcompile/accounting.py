@@ -1,0 +1,437 @@
+"""Graph breaks, recompiles and eager fallbacks of one test, counted so that a budget can trust them.
+
+Dynamo's own counters are not enough: `counters["graph_break"]` misses data-dependent branches
+and frames skipped for a break inside a loop, and the backend never sees a break in front of an
+empty graph. The Accountant reads three sources, each for what it sees best:
+
+- its backend wrapper: every graph actually compiled, with the reason Dynamo ended it;
+- Dynamo's graph-break reasons: every break Dynamo resumed from, with the user stack;
+- Dynamo's compilation metrics, one per frame compile: recompiles with the guard that failed,
+  frames skipped or refused (recompile limit), suppressed errors, and compile time.
+
+Breaks are counted once per place in the program (a recompile that breaks at the same line again
+is not a new break); recompiles once per user-level call (recompiling the `torch_dynamo_resume_in_*`
+continuations of a broken frame is part of the same recompile).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sysconfig
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pytest_torchcompile import _compat
+from pytest_torchcompile.errors import (
+    EagerFallbackError,
+    GraphBreakBudgetExceeded,
+    RecompileLimitExceeded,
+)
+from pytest_torchcompile.records import (
+    BreakRecord,
+    CompileCounts,
+    FallbackRecord,
+    GraphRecord,
+    RecompileRecord,
+)
+
+_RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<name>.+)_at_\d+$")
+_GRAPH_OPS = frozenset({"call_function", "call_method", "call_module"})
+# Dynamo's "soft" failures: it gives up on the frame and runs it eagerly, unless told to raise.
+_SOFT_FAILURES = frozenset({"Unsupported", "UserError"})
+_NESTED_BREAK = re.compile(r"\*{3}[^*\n]*another graph break occurred[^*\n]*\*{3}")
+_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
+_COMPILE_ID_PREFIX = re.compile(r"^\s*\[?!?[\d/]+\]?:\s*")
+_DEVICE_KEYS = frozenset(
+    {"CPU", "CUDA", "HIP", "XLA", "MPS", "IPU", "XPU", "HPU", "VE", "Lazy", "Meta", "MTIA"}
+    | {"PrivateUse1", "PrivateUse2", "PrivateUse3"}
+)
+_NOT_USER_DIRS = tuple(
+    os.path.join(os.path.realpath(path), "")
+    for path in (
+        os.path.dirname(torch.__file__),
+        sysconfig.get_paths()["stdlib"],
+        sysconfig.get_paths()["platstdlib"],
+    )
+)
+
+
+@dataclass
+class _Graph:
+    compile_id: str
+    ops: int
+    reason: str
+
+
+class _CountingBackend:
+    """The backend torch.compile gets: notes each graph, then hands it to the real backend.
+
+    Attributes it does not have (reset, get_compiler_config, compiler_name) come from the real
+    backend, so Dynamo treats the pair exactly as it would treat the real backend alone.
+    """
+
+    def __init__(self, inner: Callable[..., Any], graphs: list[_Graph]) -> None:
+        self._inner = inner
+        self._graphs = graphs
+        # torch.compile names a backend after its __name__; keep the real backend's name.
+        self.__name__ = str(getattr(inner, "compiler_name", getattr(inner, "__name__", inner)))
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
+        ops = sum(1 for node in gm.graph.nodes if node.op in _GRAPH_OPS)
+        reason = _title(_compat.graph_end_reason(gm))
+        self._graphs.append(_Graph(_compat.current_compile_id(), ops, reason))
+        return self._inner(gm, example_inputs)
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in ("_inner", "_graphs"):
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+    def __repr__(self) -> str:
+        return f"<counting backend around {self._inner!r}>"
+
+
+class Accountant:
+    """Everything torch.compile did in one test: graphs, breaks, recompiles, fallbacks, time.
+
+    One per test, shared by every compiled callable and every Hypothesis example of the test.
+    Wrap every compiled call, and the compiled side's backward, in `observe()`.
+    """
+
+    def __init__(self) -> None:
+        self._graphs: list[_Graph] = []
+        self._breaks: dict[tuple[str, tuple[tuple[str, int], ...]], BreakRecord] = {}
+        self._recompiles: list[RecompileRecord] = []
+        self._fallbacks: dict[tuple[str, str], FallbackRecord] = {}
+        self._compile_time_s = 0.0
+        self._frame_labels: dict[str, str] = {}  # frame id -> label of its user frame
+        self._root_labels: dict[tuple[str, str], str] = {}  # (file, name) -> label
+        self._frame_compiles = 0
+        self._observed = 0
+        self._depth = 0
+        # The user-level call a resume function's compile belongs to: (user frame, observe id),
+        # and whether that call already counted a recompile.
+        self._chain: tuple[tuple[str, str], int] | None = None
+        self._chain_recompiled = False
+
+    # --- what the runner calls -------------------------------------------------------------------
+
+    def backend(self, inner: Callable[..., Any]) -> Callable[..., Any]:
+        """A backend for torch.compile that counts each graph and compiles it with `inner`."""
+        return _CountingBackend(inner, self._graphs)
+
+    @contextmanager
+    def observe(self) -> Iterator[None]:
+        """Around a compiled call (or its backward): attribute what Dynamo does to this test.
+
+        Exceptions pass through unchanged; a compile failure that reaches the caller is an error
+        the caller sees, so it is not counted as an eager fallback.
+        """
+        if self._depth:
+            yield
+            return
+        self._depth += 1
+        self._observed += 1
+        try:
+            with _compat.dynamo_records() as seen:
+                yield
+        except BaseException as exc:
+            self._take(seen, raised=_compat.exception_compile_ids(exc))
+            raise
+        else:
+            self._take(seen, raised=set())
+        finally:
+            self._depth -= 1
+
+    def dynamo_settings(self) -> dict[str, Any]:
+        """Dynamo config the test runs under: hitting the recompile limit fails, never goes eager."""
+        return _compat.strict_recompile_limit()
+
+    def counts(self) -> CompileCounts:
+        """Cumulative counts over every observed call of the test."""
+        fallbacks = list(self._fallbacks.values())
+        if self._observed and not self._frame_compiles and not self._graphs:
+            fallbacks.append(
+                FallbackRecord(
+                    frame="the compiled callable",
+                    kind="skipped",
+                    reason="Dynamo compiled no frame at all, so every call ran eagerly (the "
+                    "callable is torch.compiler.disable'd or lives in a file Dynamo skips)",
+                )
+            )
+        return CompileCounts(
+            graphs=[
+                GraphRecord(
+                    frame=self._label_of(graph.compile_id), ops=graph.ops, reason=graph.reason
+                )
+                for graph in self._graphs
+            ],
+            graph_breaks=list(self._breaks.values()),
+            recompiles=list(self._recompiles),
+            fallbacks=fallbacks,
+            cudagraph_rerecords=[],
+            compile_time_s=self._compile_time_s,
+        )
+
+    def check_budgets(
+        self,
+        max_graph_breaks: int | None,
+        max_recompiles: int | None,
+        fullgraph: bool,
+        source: Mapping[str, str],
+    ) -> None:
+        """Fail the test when a call ran eagerly or a budget is exceeded, listing every cause.
+
+        The error's type is the most serious verdict (recompile limit hit, then other eager
+        fallbacks, then graph breaks, then recompiles); its message covers every verdict.
+        """
+        __tracebackhide__ = True
+        counts = self.counts()
+        verdicts: list[tuple[type[AssertionError], str]] = []
+        limit_hits = [f for f in counts["fallbacks"] if f["kind"] == "recompile_limit"]
+        others = [f for f in counts["fallbacks"] if f["kind"] != "recompile_limit"]
+        recompiles = counts["recompiles"]
+        over = max_recompiles is not None and len(recompiles) > max_recompiles
+        if limit_hits:
+            listed = [] if over else recompiles  # the budget verdict below lists them
+            verdicts.append((RecompileLimitExceeded, _limit_message(limit_hits, listed)))
+        if others:
+            verdicts.append((EagerFallbackError, _fallback_message(others)))
+        breaks = counts["graph_breaks"]
+        if fullgraph and breaks:
+            budget = f"fullgraph=True{_from(source, 'fullgraph')} allows none"
+            verdicts.append((GraphBreakBudgetExceeded, _breaks_message(breaks, budget)))
+        elif max_graph_breaks is not None and len(breaks) > max_graph_breaks:
+            budget = f"max_graph_breaks={max_graph_breaks}{_from(source, 'max_graph_breaks')}"
+            verdicts.append((GraphBreakBudgetExceeded, _breaks_message(breaks, budget)))
+        if over:
+            budget = f"max_recompiles={max_recompiles}{_from(source, 'max_recompiles')}"
+            verdicts.append((RecompileLimitExceeded, _recompiles_message(recompiles, budget)))
+        if verdicts:
+            raise verdicts[0][0]("\n\n".join(message for _, message in verdicts))
+
+    # --- reading what Dynamo recorded ------------------------------------------------------------
+
+    def _take(self, seen: _compat.DynamoRecords, raised: set[str]) -> None:
+        for event in seen.compiles:
+            self._compile_time_s += event.duration_s
+            if not event.backward:
+                self._take_compile(event, raised)
+        for brk in seen.breaks:
+            self._add_break(_summary(brk.reason), brk.stack)
+
+    def _take_compile(self, event: _compat.CompileEvent, raised: set[str]) -> None:
+        self._frame_compiles += 1
+        if event.code_name is not None and event.filename is not None:
+            root = _root_of(event.code_name, event.filename)
+            if not _RESUME.match(event.code_name):
+                self._root_labels[root] = _frame_label(root[1], event.filename, event.firstlineno)
+            self._frame_labels[event.frame_id] = self._root_labels.get(
+                root, _frame_label(root[1], event.filename, None)
+            )
+            self._follow_chain(root, resumed=bool(_RESUME.match(event.code_name)))
+        frame = self._label_of(event.compile_id)
+        if event.recompile_limit_hit:
+            reason = f"{_compat.recompile_limit_setting()} reached"
+            if event.recompile_reason:
+                guard = _guard_text(event.recompile_reason, hint=True)
+                reason += f"; the guard that failed last: {guard}"
+            key = (frame, "recompile_limit")
+            self._fallbacks.setdefault(key, _fallback(frame, "recompile_limit", reason))
+            return
+        if event.recompile_reason is not None and not self._chain_recompiled:
+            self._chain_recompiled = True
+            text = _guard_text(event.recompile_reason)
+            self._recompiles.append(
+                RecompileRecord(frame=frame, reason=text, category=_category(text))
+            )
+        if event.fail_type is None:
+            return
+        soft = event.fail_type in _SOFT_FAILURES
+        if soft:  # Dynamo gave up on the frame over something it cannot trace: a graph break
+            location = (event.fail_location,) if event.fail_location else ()
+            self._add_break(_summary(event.fail_reason or event.fail_type), location)
+        if event.compile_id in raised:
+            return  # the failure reached the caller: an error it sees, not a silent eager run
+        kind = "suppressed_error" if event.errors_suppressed and not soft else "skipped"
+        reason = f"{event.fail_type}: {_summary(event.fail_reason or '')}"
+        self._fallbacks.setdefault((frame, kind), _fallback(frame, kind, reason))
+
+    def _follow_chain(self, root: tuple[str, str], *, resumed: bool) -> None:
+        """Group a compile with the user-level call it belongs to.
+
+        A broken frame's continuations compile right after it, within the same observed call;
+        a user frame compiling again always starts a new call.
+        """
+        chain = (root, self._observed)
+        if not resumed or self._chain != chain:
+            self._chain = chain
+            self._chain_recompiled = False
+
+    def _add_break(self, reason: str, stack: tuple[tuple[str, int], ...]) -> None:
+        key = (_ADDRESS.sub("0x", reason.split(":", 1)[0]), stack)
+        self._breaks.setdefault(key, BreakRecord(reason=reason, location=_user_location(stack)))
+
+    def _label_of(self, compile_id: str) -> str:
+        frame_id = compile_id.rsplit("/", 1)[0]
+        return self._frame_labels.get(
+            frame_id, f"frame {frame_id}" if frame_id else "unknown frame"
+        )
+
+
+# --- turning Dynamo's text into a user's text --------------------------------------------------
+
+
+def _root_of(code_name: str, filename: str) -> tuple[str, str]:
+    """(file, name) of the user function a code object is, or continues after a graph break."""
+    name = code_name
+    while match := _RESUME.match(name):
+        name = match["name"]
+    return filename, name
+
+
+def _path(filename: str) -> str:
+    """A path as the user would type it: relative to the working directory when inside it."""
+    here = os.path.join(os.getcwd(), "")
+    return os.path.relpath(filename) if filename.startswith(here) else filename
+
+
+def _frame_label(name: str, filename: str, firstlineno: int | None) -> str:
+    where = _path(filename) if firstlineno is None else f"{_path(filename)}:{firstlineno}"
+    return f"{name} ({where})"
+
+
+def _user_location(stack: tuple[tuple[str, int], ...]) -> str:
+    """file:line of the innermost frame in user code (not torch, not the standard library)."""
+    if not stack:
+        return ""
+    user = [f for f in stack if not os.path.realpath(f[0]).startswith(_NOT_USER_DIRS)]
+    filename, lineno = (user or list(stack))[-1]
+    return f"{_path(filename)}:{lineno}"
+
+
+def _title(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[0] if lines else ""
+
+
+def _summary(text: str) -> str:
+    """One line from Dynamo's multi-line break message: what, why, and the root cause if chained."""
+
+    def one(part: str) -> str:
+        title = _title(part)
+        if title.startswith("generic_jump"):
+            return f"data-dependent control flow: Python branches on a tensor's value ({title})"
+        for line in part.splitlines():
+            if line.strip().startswith("Explanation:"):
+                return f"{title}: {line.strip().removeprefix('Explanation:').strip()}"
+        return title
+
+    parts = [p for p in _NESTED_BREAK.split(text) if p.strip()]
+    if len(parts) > 1:
+        return f"{_title(parts[-1])}, caused by: {one(parts[0])}"
+    return one(text)
+
+
+def _guard_text(reason: str, *, hint: bool = False) -> str:
+    """The failed guard on one line: `s.k == 7 (from `s.k += 1`)`, without Dynamo's compile-id
+    prefix, truncated path and stack trace; its HINT only when asked for."""
+    first = _title(_COMPILE_ID_PREFIX.sub("", reason.strip(), count=1))
+    guard, *comments = re.split(r"\s+#\s+", first)
+    text = re.sub(r"\s{2,}", " ", guard.strip())
+    if len(comments) >= 2 and comments[0]:  # "<guard>  # <user source>  # <path>:<line> in <fn>"
+        text += f" (from `{comments[0].strip()}`)"
+    found = re.search(r"\(HINT: (.*)\)\s*$", first)
+    if hint and found:
+        text += f"; hint: {found[1]}"
+    return text
+
+
+def _category(guard: str) -> str:
+    """size, stride, dtype, device, requires_grad, grad_mode, python_value or other."""
+    text = guard.lower()
+    if "size mismatch" in text or ".size()" in text or "numel" in text:
+        return "size"
+    if "stride mismatch" in text or ".stride()" in text or "storage_offset" in text:
+        return "stride"
+    if "dtype mismatch" in text:
+        return "dtype"
+    if "device mismatch" in text or _device_keys_differ(guard):
+        return "device"
+    if "requires_grad mismatch" in text:
+        return "requires_grad"
+    if "grad_mode" in text:
+        return "grad_mode"
+    if re.search(r"\s(==|!=|is|is not)\s|___check_obj_id|___check_type_id|\blen\(|type\(", guard):
+        return "python_value"
+    return "other"
+
+
+def _device_keys_differ(guard: str) -> bool:
+    match = re.search(r"expected DispatchKeySet\((.*?)\), actual DispatchKeySet\((.*?)\)", guard)
+    if match is None:
+        return False
+    expected, actual = (
+        {k.strip() for k in group.split(",")} & _DEVICE_KEYS for group in match.groups()
+    )
+    return expected != actual
+
+
+def _fallback(frame: str, kind: str, reason: str) -> FallbackRecord:
+    return FallbackRecord(frame=frame, kind=kind, reason=reason)
+
+
+def _from(source: Mapping[str, str], key: str) -> str:
+    where = source.get(key)
+    return f" (from {where})" if where else ""
+
+
+def _numbered(lines: list[str]) -> str:
+    return "\n".join(f"  {i}. {line}" for i, line in enumerate(lines, 1))
+
+
+def _breaks_message(breaks: list[BreakRecord], budget: str) -> str:
+    lines = [f"{b['location'] or 'unknown location'}: {b['reason']}" for b in breaks]
+    noun = "graph break" if len(breaks) == 1 else "graph breaks"
+    return f"{len(breaks)} {noun}, over the budget {budget}:\n{_numbered(lines)}"
+
+
+def _recompiles_message(recompiles: list[RecompileRecord], budget: str) -> str:
+    noun = "recompile" if len(recompiles) == 1 else "recompiles"
+    return f"{len(recompiles)} {noun}, over the budget {budget}:\n{_numbered(_recompile_lines(recompiles))}"
+
+
+def _recompile_lines(recompiles: list[RecompileRecord]) -> list[str]:
+    return [f"{r['frame']} [{r['category']}]: {r['reason']}" for r in recompiles]
+
+
+def _limit_message(hits: list[FallbackRecord], recompiles: list[RecompileRecord]) -> str:
+    frames = ", ".join(h["frame"] for h in hits)
+    lines = "\n".join(f"  {h['reason']}" for h in hits)
+    text = (
+        f"Dynamo's recompile limit was hit for {frames}, so torch.compile would have run it "
+        f"eagerly and shown no parity:\n{lines}"
+    )
+    if recompiles:
+        text += f"\nRecompiles before the limit:\n{_numbered(_recompile_lines(recompiles))}"
+    return text + (
+        "\nStop the recompiles (mark the changing dimension dynamic, pass changing Python values "
+        "as tensors) or raise the limit."
+    )
+
+
+def _fallback_message(fallbacks: list[FallbackRecord]) -> str:
+    noun = "frame" if len(fallbacks) == 1 else "frames"
+    lines = [f"{f['frame']} ({f['kind'].replace('_', ' ')}): {f['reason']}" for f in fallbacks]
+    return (
+        f"torch.compile ran {len(fallbacks)} {noun} eagerly, so this was not a compiled run and "
+        f"shows no parity:\n{_numbered(lines)}"
+    )
+
+
+__all__ = ["Accountant"]
