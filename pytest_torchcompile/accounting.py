@@ -275,7 +275,11 @@ class Accountant:
 
     def _add_break(self, reason: str, stack: tuple[tuple[str, int], ...]) -> None:
         key = (_ADDRESS.sub("0x", reason.split(":", 1)[0]), stack)
-        self._breaks.setdefault(key, BreakRecord(reason=reason, location=_user_location(stack)))
+        if key not in self._breaks:
+            *callers, location = _user_frames(stack) or [""]
+            if callers:  # the same line can break each frame on the way to it
+                reason += f" (reached from {', '.join(callers)})"
+            self._breaks[key] = BreakRecord(reason=reason, location=location)
 
     def _label_of(self, compile_id: str) -> str:
         frame_id = compile_id.rsplit("/", 1)[0]
@@ -306,13 +310,10 @@ def _frame_label(name: str, filename: str, firstlineno: int | None) -> str:
     return f"{name} ({where})"
 
 
-def _user_location(stack: tuple[tuple[str, int], ...]) -> str:
-    """file:line of the innermost frame in user code (not torch, not the standard library)."""
-    if not stack:
-        return ""
+def _user_frames(stack: tuple[tuple[str, int], ...]) -> list[str]:
+    """file:line of the stack's frames in user code (not torch, not the standard library)."""
     user = [f for f in stack if not os.path.realpath(f[0]).startswith(_NOT_USER_DIRS)]
-    filename, lineno = (user or list(stack))[-1]
-    return f"{_path(filename)}:{lineno}"
+    return [f"{_path(filename)}:{lineno}" for filename, lineno in user or stack[-1:]]
 
 
 def _title(text: str) -> str:
