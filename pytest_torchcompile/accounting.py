@@ -160,8 +160,9 @@ class Accountant:
                 FallbackRecord(
                     frame="the compiled callable",
                     kind="skipped",
-                    reason="Dynamo compiled no frame at all, so every call ran eagerly (the "
-                    "callable is torch.compiler.disable'd or lives in a file Dynamo skips)",
+                    reason="Dynamo compiled no frame at all, so every call ran eagerly "
+                    "(torch.compiler.set_stance('force_eager'), TORCH_COMPILE_DISABLE=1, or a "
+                    "callable Dynamo skips)",
                 )
             )
         return CompileCounts(
