@@ -309,6 +309,24 @@ def test_breaks_are_counted_once_per_place_and_examples_accumulate() -> None:
     assert len(counts["graphs"]) == 9
 
 
+def test_a_continuation_recompiling_on_its_own_is_one_recompile_of_the_user_frame() -> None:
+    """After `.item()` breaks the graph, the continuation specializes on the Python number; a
+    new number recompiles only the continuation. That is the user's function recompiling."""
+
+    def shifted(x: torch.Tensor) -> torch.Tensor:
+        n = int(x.sum().item())
+        return x + n
+
+    with compile_world() as accountant:
+        call = compiled(accountant, shifted)
+        for value in (1.0, 2.0, 3.0):
+            call(torch.full((3,), value))
+    [recompile] = accountant.counts()["recompiles"]
+    assert recompile["frame"].startswith("shifted (")
+    assert recompile["category"] == "python_value"
+    assert "(from `n = int(x.sum().item())`)" in recompile["reason"]
+
+
 def test_backward_compiles_add_time_but_no_graphs_or_recompiles() -> None:
     with compile_world() as accountant:
         call = compiled(accountant, double, backend="aot_eager")

@@ -247,6 +247,7 @@ ROWS = [
         at=("if x.sum() > 0",),
     ),
     # Dynamo cannot resume inside a loop, so it gives up on the frame: all of it runs eagerly.
+    # 2.11? (releases before ~2.8 skipped such frames without recording a failure)
     Row(
         "break inside a loop",
         once(break_in_loop, _t(4)),
