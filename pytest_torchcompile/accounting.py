@@ -242,8 +242,7 @@ class Accountant:
             if event.recompile_reason:
                 guard = _guard_text(event.recompile_reason, hint=True)
                 reason += f"; the guard that failed last: {guard}"
-            key = (frame, "recompile_limit")
-            self._fallbacks.setdefault(key, _fallback(frame, "recompile_limit", reason))
+            self._add_fallback(frame, "recompile_limit", reason)
             return
         if event.recompile_reason is not None and not self._chain_recompiled:
             self._chain_recompiled = True
@@ -260,8 +259,7 @@ class Accountant:
         if event.compile_id in raised:
             return  # the failure reached the caller: an error it sees, not a silent eager run
         kind = "suppressed_error" if event.errors_suppressed and not soft else "skipped"
-        reason = f"{event.fail_type}: {_summary(event.fail_reason or '')}"
-        self._fallbacks.setdefault((frame, kind), _fallback(frame, kind, reason))
+        self._add_fallback(frame, kind, f"{event.fail_type}: {_summary(event.fail_reason or '')}")
 
     def _follow_chain(self, root: tuple[str, str], *, resumed: bool) -> None:
         """Group a compile with the user-level call it belongs to.
@@ -273,6 +271,11 @@ class Accountant:
         if not resumed or self._chain != chain:
             self._chain = chain
             self._chain_recompiled = False
+
+    def _add_fallback(self, frame: str, kind: str, reason: str) -> None:
+        self._fallbacks.setdefault(
+            (frame, kind), FallbackRecord(frame=frame, kind=kind, reason=reason)
+        )
 
     def _add_break(self, reason: str, stack: tuple[tuple[str, int], ...]) -> None:
         key = (_ADDRESS.sub("0x", reason.split(":", 1)[0]), stack)
@@ -382,10 +385,6 @@ def _device_keys_differ(guard: str) -> bool:
         {k.strip() for k in group.split(",")} & _DEVICE_KEYS for group in match.groups()
     )
     return expected != actual
-
-
-def _fallback(frame: str, kind: str, reason: str) -> FallbackRecord:
-    return FallbackRecord(frame=frame, kind=kind, reason=reason)
 
 
 def _from(source: Mapping[str, str], key: str) -> str:
