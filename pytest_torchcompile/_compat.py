@@ -39,9 +39,9 @@ def inner_backend(
         wrapper = torch._TorchCompileInductorWrapper
         params = inspect.signature(wrapper.__init__).parameters
         if "name" in params:
-            return wrapper(mode, None, dynamic, None)  # type: ignore[no-any-return]
-        return wrapper(mode, None, dynamic)  # type: ignore[no-any-return]
-    return torch._TorchCompileWrapper(backend, mode, None, dynamic)  # type: ignore[no-any-return]
+            return wrapper(mode, None, dynamic, None)  # type: ignore[no-untyped-call]
+        return wrapper(mode, None, dynamic)  # type: ignore[no-untyped-call]
+    return torch._TorchCompileWrapper(backend, mode, None, dynamic)  # type: ignore[no-untyped-call]
 
 
 # --- isolation (lead) ---

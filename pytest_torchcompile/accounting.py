@@ -118,6 +118,7 @@ class Accountant:
         # and whether that call already counted a recompile.
         self._chain: tuple[tuple[str, str], int] | None = None
         self._chain_recompiled = False
+        self._fallbacks_before_call: set[tuple[str, str]] = set()
 
     # --- what the runner calls -------------------------------------------------------------------
 
@@ -137,6 +138,7 @@ class Accountant:
             return
         self._depth += 1
         self._observed += 1
+        self._fallbacks_before_call = set(self._fallbacks)
         try:
             with _compat.dynamo_records() as seen:
                 yield
@@ -147,6 +149,16 @@ class Accountant:
             self._take(seen, raised=set())
         finally:
             self._depth -= 1
+
+    def excuse_last_call(self) -> None:
+        """Forget the eager fallbacks of the last observed call: it raised just as eager did.
+
+        Dynamo cannot compile a frame that raises out of it, so it runs it eagerly; when eager
+        raised the same exception that is the program's meaning, not a lost compile. Later
+        calls that run eagerly because Dynamo now skips the frame are still counted.
+        """
+        for key in set(self._fallbacks) - self._fallbacks_before_call:
+            del self._fallbacks[key]
 
     def dynamo_settings(self) -> dict[str, Any]:
         """Dynamo config the test runs under: hitting the recompile limit fails, never goes eager."""

@@ -116,6 +116,42 @@ def upcast_tree(tree: Any) -> Any:
     return convert(copied)
 
 
+def nudged_tree(tree: Any) -> Any:
+    """A copy with every floating value moved by -1, 0 or +1 unit in the last place, at random.
+
+    Eager on this copy shows how far rounding-level changes move the result: the noise floor a
+    correct compiler cannot be held below. Storages are nudged once each, so views and aliases
+    of one storage stay consistent.
+    """
+    copied = clone_tree(tree)
+    generator = torch.Generator().manual_seed(COTANGENT_SEED)
+    seen: set[int] = set()
+    with torch.no_grad():
+        for tensor in _tensors_within(copied):
+            storage = tensor.untyped_storage()
+            if (
+                not tensor.is_floating_point()
+                or storage.data_ptr() in seen
+                or storage.nbytes() == 0
+            ):
+                continue
+            seen.add(storage.data_ptr())
+            flat = torch.empty(0, dtype=tensor.dtype, device=tensor.device).set_(storage)
+            steps = torch.randint(-1, 2, flat.shape, generator=generator).to(flat.device)
+            ulp = torch.finfo(flat.dtype).eps * flat.abs().to(torch.float64)
+            flat.copy_(flat.to(torch.float64) + steps * ulp)
+    return copied
+
+
+def _tensors_within(tree: Any) -> Iterator[torch.Tensor]:
+    for leaf in _leaves(tree):
+        if isinstance(leaf, torch.Tensor):
+            yield leaf
+        elif isinstance(leaf, torch.nn.Module):
+            yield from leaf.parameters()
+            yield from leaf.buffers()
+
+
 def _rebuild_tuple(original: tuple[Any, ...], items: list[Any]) -> tuple[Any, ...]:
     if hasattr(original, "_fields"):  # namedtuple
         return type(original)(*items)
@@ -331,7 +367,7 @@ class _RngState:
 
     @classmethod
     def capture(cls) -> _RngState:
-        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None  # type: ignore[no-untyped-call]
         return cls(torch.random.get_rng_state(), cuda)
 
     def restore(self) -> None:
@@ -429,9 +465,8 @@ class Checker:
         eager_result = _run_side(_Side(fn, module, args, dict(kwargs)), backward, _nothing)
         after_eager = _RngState.capture()
 
-        def rerun(upcast: bool) -> Callable[[], parity.SideResult]:
+        def rerun(copier: Callable[[Any], Any]) -> Callable[[], parity.SideResult]:
             def run() -> parity.SideResult:
-                copier = upcast_tree if upcast else clone_tree
                 ref_module, ref_args, ref_kwargs = copier(pristine)
                 call = ref_module if ref_module is not None else fn
                 rng.restore()
@@ -453,8 +488,9 @@ class Checker:
                 check_strides=self.settings.check_strides,
                 context=self._context(),
             ),
-            reference=rerun(upcast=True),
-            eager_again=rerun(upcast=False),
+            reference=rerun(upcast_tree),
+            eager_again=rerun(clone_tree),
+            perturbed=rerun(nudged_tree),
         )
         errors = self._record_errors(report)
         self.wall_time_s += time.perf_counter() - started
@@ -462,6 +498,7 @@ class Checker:
         if not report.ok:
             raise ParityError(report.failure_message() + self._inputs_note(args, kwargs))
         if eager_result.exception is not None:
+            self.accountant.excuse_last_call()
             raise eager_result.exception  # both sides raised alike: behave like the plain call
         return ParityResult(
             eager=eager_result.output,

@@ -680,3 +680,63 @@ def test_rtol_atol_overrides() -> None:
 def test_invalid_tolerances_are_rejected(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError, match=r"rtol|atol"):
         CompareOptions(**kwargs)
+
+
+# --- eager's own sensitivity ------------------------------------------------------------------
+
+
+def kinked_gradients() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """bfloat16 gradients through a ReLU whose input sits at the kink: eager and compiled
+    disagree at a few places by whole cotangent values, and so does eager on nudged inputs."""
+    torch.manual_seed(0)
+    eager = torch.randn(64).to(torch.bfloat16)
+    compiled = eager.clone()
+    compiled[[3, 17]] = 0.0  # two activations flipped off on the compiled side
+    nudged = eager.clone()
+    nudged[[5, 40, 41]] = 0.0  # and three others flip when eager's inputs move by one ulp
+    return eager, compiled, nudged
+
+
+def test_differences_within_eager_sensitivity_pass() -> None:
+    eager, compiled, nudged = kinked_gradients()
+    reference = side(grads={"g": eager.double()})  # eager exact: the reference excuses nothing
+    nudges = Counter(side(grads={"g": nudged}))
+    passes(
+        side(grads={"g": eager}),
+        side(grads={"g": compiled}),
+        reference=lambda: reference,
+        perturbed=nudges,
+    )
+    assert nudges.calls == 1
+
+
+def test_differences_beyond_eager_sensitivity_fail_and_say_both_distances() -> None:
+    eager, compiled, _ = kinked_gradients()
+    barely_nudged = eager.clone()
+    barely_nudged[5] = barely_nudged[5] * (1 + 2**-7)
+    message = fails(
+        r"g: values are not close",
+        side(grads={"g": eager}),
+        side(grads={"g": compiled}),
+        perturbed=lambda: side(grads={"g": barely_nudged}),
+    )
+    assert "Judged by eager's own sensitivity" in message
+    assert "allowed: 3 *" in message
+
+
+def test_sensitivity_never_excuses_nan_placement() -> None:
+    eager = torch.ones(8)
+    compiled = eager.clone()
+    compiled[2] = float("nan")
+    fails(
+        r"NaN/inf in different places",
+        side(eager),
+        side(compiled),
+        perturbed=lambda: side(torch.full((8,), 100.0)),
+    )
+
+
+def test_sensitivity_is_not_consulted_when_the_plain_check_passes() -> None:
+    nudges = Counter(side(torch.zeros(4)))
+    passes(side(torch.ones(4)), side(torch.ones(4)), perturbed=nudges)
+    assert nudges.calls == 0
