@@ -32,7 +32,10 @@ from pytest_torchcompile.errors import (
 if TYPE_CHECKING:
     from pytest_torchcompile.runner import ParityResult, assert_compile_parity
 
-_LAZY = {"ParityResult": "pytest_torchcompile.runner", "assert_compile_parity": "pytest_torchcompile.runner"}
+_LAZY = {
+    "ParityResult": "pytest_torchcompile.runner",
+    "assert_compile_parity": "pytest_torchcompile.runner",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -85,7 +85,9 @@ def skip_buffer_update(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) 
     buffers = ["buffers" in name for name in _placeholders(gm)]
 
     def run(*args: Any) -> Any:
-        return gm(*[a.clone() if is_buffer else a for a, is_buffer in zip(args, buffers, strict=True)])
+        return gm(
+            *[a.clone() if is_buffer else a for a, is_buffer in zip(args, buffers, strict=True)]
+        )
 
     return run
 
