@@ -35,6 +35,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pytest_torchcompile.errors import (
+    CompileParityFailure,
+    EagerFallbackError,
+    GraphBreakBudgetExceeded,
+    RecompileLimitExceeded,
+)
 from pytest_torchcompile.records import CompileCounts, ParityRecord
 from pytest_torchcompile.report import break_line, fallback_line, recompile_line
 
@@ -43,6 +49,13 @@ COUNT_NAMES = ("graph_breaks", "recompiles", "fallbacks")
 IMPROVED_NOTE = "improved: lower the budget with --compile-budgets-update"
 
 Status = Literal["regressed", "improved", "unchanged", "unrecorded"]
+
+# The failure a grown count raises, most serious first: a fallback means no parity was shown.
+_FAILURES: dict[str, type[CompileParityFailure]] = {
+    "fallbacks": EagerFallbackError,
+    "graph_breaks": GraphBreakBudgetExceeded,
+    "recompiles": RecompileLimitExceeded,
+}
 
 
 class BudgetFileError(ValueError):
@@ -249,6 +262,22 @@ def check(
     return verdict
 
 
+def verdicts(
+    budgets: Budgets, records: Iterable[ParityRecord], *, source: str
+) -> dict[str, BudgetVerdict]:
+    """Node id -> verdict for a session's records (a node id reported twice: its last record)."""
+    return {
+        r["nodeid"]: check(budgets.entry(r["nodeid"], r["device"]), r["counts"], source=source)
+        for r in records
+    }
+
+
+def failure(verdict: BudgetVerdict) -> CompileParityFailure:
+    """The test failure for a regressed verdict, typed by the most serious count that grew."""
+    kind = next(_FAILURES[name] for name in _FAILURES if name in verdict.grown)
+    return kind(verdict.message)
+
+
 def _regression_text(verdict: BudgetVerdict, counts: CompileCounts, source: str) -> str:
     assert verdict.budget is not None
     width = max(map(len, COUNT_NAMES))
@@ -279,34 +308,70 @@ def updated(
     *,
     whole_suite: bool,
     existing: Collection[str] = (),
+    uncollected: Collection[str] = (),
 ) -> Budgets:
     """The budgets ``--compile-budgets-update`` writes: the old file merged with this run's counts.
 
     Passed tests get their counts (if one test reported several times, e.g. on rerun, the larger of
     each count, so record order never matters). Failed or skipped tests keep their old entry: a
     failing run's counts may be partial. Entries of tests that did not run are kept, unless
-    `whole_suite` (no -k, -m, node-id arguments, --lf or early stop), in which case those whose node
-    id is neither in `existing` (every node id reported this session, whatever its outcome) nor in
-    a record are of deleted tests and go. Entries for devices absent from this machine stay.
+    `whole_suite` (the run collected the whole suite), in which case an entry goes when its test
+    is of a deleted test: its node id is neither in `existing` (every test collected or reported
+    this session, whatever its outcome) nor in a record, nor under a collector in `uncollected`
+    (node ids of modules or directories skipped at collection, e.g. by ``pytest.importorskip``).
+    Even then only entries for devices this run used go: a CPU runner cannot tell whether a test
+    recorded on ``cuda:0`` still exists, so entries for devices absent from this machine stay.
     """
     alive = set(existing)
+    used_devices: set[str] = set()
     measured: dict[str, dict[str, Budget]] = {}
     for record in records:
         alive.add(record["nodeid"])
+        used_devices.add(record["device"])
         if record["verdict"] != "passed":
             continue
         now = Budget.of(record["counts"])
         devices = measured.setdefault(record["nodeid"], {})
         previous = devices.get(record["device"])
         devices[record["device"]] = now if previous is None else previous.worst(now)
+    parents = tuple(f"{node}{sep}" for node in uncollected for sep in ("::", "/"))
+
+    def kept(nodeid: str, device: str) -> bool:
+        return (
+            not whole_suite
+            or nodeid in alive
+            or nodeid.startswith(parents)
+            or device not in used_devices
+        )
+
     tests = {
-        nodeid: dict(devices)
+        nodeid: {device: budget for device, budget in devices.items() if kept(nodeid, device)}
         for nodeid, devices in old.tests.items()
-        if not whole_suite or nodeid in alive
     }
+    tests = {nodeid: devices for nodeid, devices in tests.items() if devices}
     for nodeid, devices in measured.items():
         tests.setdefault(nodeid, {}).update(devices)
     return Budgets(tests)
+
+
+def describe_update(old: Budgets, new: Budgets) -> str:
+    """What an update changed, per (test, device) entry: e.g. ``2 lowered, 1 added, 1 removed``.
+
+    An entry is raised when any of its counts grew, lowered when some fell and none grew.
+    """
+    before = {(n, d): b for n, devices in old.tests.items() for d, b in devices.items()}
+    after = {(n, d): b for n, devices in new.tests.items() for d, b in devices.items()}
+    moved = [
+        BudgetVerdict("unchanged", before[key], after[key], "")
+        for key in before.keys() & after.keys()
+    ]
+    moves = {
+        "lowered": sum(1 for v in moved if v.shrunk and not v.grown),
+        "raised": sum(1 for v in moved if v.grown),
+        "added": len(after.keys() - before.keys()),
+        "removed": len(before.keys() - after.keys()),
+    }
+    return ", ".join(f"{n} {word}" for word, n in moves.items() if n) or "no change"
 
 
 def dumps(budgets: Budgets) -> str:

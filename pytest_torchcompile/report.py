@@ -7,10 +7,13 @@ shipped in this package.
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import platform
 from collections.abc import Iterable, Mapping
 from importlib import metadata
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_torchcompile import __version__
@@ -189,6 +192,14 @@ def json_report(
         "compile_time_s": sum(t["compile_time_s"] for t in tests.values()),
     }
     return {"format": REPORT_FORMAT, "versions": dict(versions), "totals": totals, "tests": tests}
+
+
+def save_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> None:
+    """Write a `json_report` document as strict, indented JSON, creating missing directories."""
+    where = Path(path)
+    where.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(document, indent=2, sort_keys=True, allow_nan=False, ensure_ascii=False)
+    where.write_text(text + "\n", encoding="utf-8")
 
 
 def _test_entry(

@@ -18,10 +18,18 @@ from pytest_torchcompile.budgets import (
     BudgetFileError,
     Budgets,
     check,
+    describe_update,
     dumps,
+    failure,
     load,
     save,
     updated,
+    verdicts,
+)
+from pytest_torchcompile.errors import (
+    EagerFallbackError,
+    GraphBreakBudgetExceeded,
+    RecompileLimitExceeded,
 )
 from pytest_torchcompile.records import CompileCounts
 
@@ -270,6 +278,36 @@ def test_a_break_without_a_location_says_so() -> None:
     assert "  1. <unknown location>: break 0" in check(Budget(), now).message.splitlines()
 
 
+@pytest.mark.parametrize(
+    ("now", "error"),
+    [
+        (counts(breaks=2), GraphBreakBudgetExceeded),
+        (counts(recompiles=1), RecompileLimitExceeded),
+        (counts(fallbacks=1), EagerFallbackError),
+        (counts(breaks=2, recompiles=1), GraphBreakBudgetExceeded),
+        (counts(breaks=2, fallbacks=1), EagerFallbackError),  # no parity was shown at all
+    ],
+)
+def test_a_regression_fails_as_the_most_serious_count_that_grew(
+    now: CompileCounts, error: type[AssertionError]
+) -> None:
+    verdict = check(Budget(1, 0, 0), now)
+    raised = failure(verdict)
+    assert type(raised) is error
+    assert str(raised) == verdict.message
+
+
+def test_verdicts_for_a_session_take_each_test_on_its_device() -> None:
+    file = Budgets({NODE: {"cpu": Budget(2)}, "tests/t.py::z": {"cuda:0": Budget(1)}})
+    run = [record(breaks=1), record("tests/t.py::z", device="cpu"), record("tests/t.py::new")]
+    found = verdicts(file, run, source="b.json")
+    assert {node: v.status for node, v in found.items()} == {
+        NODE: "improved",
+        "tests/t.py::z": "unrecorded",  # recorded on cuda:0 only
+        "tests/t.py::new": "unrecorded",
+    }
+
+
 # --- updated ---
 
 
@@ -300,6 +338,31 @@ def test_the_whole_suite_drops_entries_of_deleted_tests_only() -> None:
         "tests/t.py::skipped_here[cuda:0]": {"cuda:0": Budget(2)},
         "tests/t.py::failed": {"cpu": Budget(4)},  # a failed run's counts may be partial
     }
+
+
+def test_the_whole_suite_keeps_entries_it_cannot_judge() -> None:
+    old = Budgets(
+        {
+            "tests/t.py::gone_from_cpu": {"cpu": Budget(1), "cuda:0": Budget(2)},
+            "tests/gpu.py::needs_triton": {"cpu": Budget(3)},
+            "tests/gpu/test_x.py::also_skipped": {"cpu": Budget(4)},
+        }
+    )
+    new = updated(old, [record()], whole_suite=True, uncollected=["tests/gpu.py", "tests/gpu"])
+    assert new.tests == {
+        NODE: {"cpu": Budget()},
+        "tests/t.py::gone_from_cpu": {"cuda:0": Budget(2)},  # this run used no cuda:0
+        "tests/gpu.py::needs_triton": {"cpu": Budget(3)},  # its module was skipped
+        "tests/gpu/test_x.py::also_skipped": {"cpu": Budget(4)},  # so was its directory
+    }
+    assert updated(old, [], whole_suite=True).tests == old.tests  # no device used, none judged
+
+
+def test_describe_update_counts_entries_by_how_they_moved() -> None:
+    old = Budgets({"a": {"cpu": Budget(2)}, "b": {"cpu": Budget(0, 1)}, "c": {"cpu": Budget(1)}})
+    new = Budgets({"a": {"cpu": Budget(1)}, "b": {"cpu": Budget(1, 0)}, "d": {"cpu": Budget()}})
+    assert describe_update(old, new) == "1 lowered, 1 raised, 1 added, 1 removed"
+    assert describe_update(old, old) == "no change"
 
 
 def test_only_passed_tests_are_recorded() -> None:
