@@ -6,10 +6,13 @@ Loading this module must not import torch: a session without parity tests never 
 from __future__ import annotations
 
 from collections.abc import Generator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from pytest_torchcompile import budgets
 from pytest_torchcompile.fixtures import (
     CHECKER_KEY,
     SESSION_TEST_SETTINGS,
@@ -18,6 +21,14 @@ from pytest_torchcompile.fixtures import (
     device,
 )
 from pytest_torchcompile.records import ParityRecord
+from pytest_torchcompile.report import (
+    json_report,
+    junit_properties,
+    runtime_versions,
+    save_json,
+    section_text,
+    summary_lines,
+)
 from pytest_torchcompile.settings import (
     MARKER_KEYS,
     SESSION_OPTIONS,
@@ -35,6 +46,26 @@ __all__ = ["compile_parity", "device"]
 MARKER = "compile_parity"
 SESSION_KEY = pytest.StashKey[SessionSettings]()
 RECORD_KEY = pytest.StashKey[ParityRecord]()
+RUN_KEY = pytest.StashKey["_Run"]()
+COLLECTED_OUTPUT = "torchcompile_collected"  # workeroutput key: the node ids a worker collected
+
+
+@dataclass
+class _Run:
+    """What this process learns in a session, for the budget file, the JSON report and summary."""
+
+    budget_file: budgets.Budgets | None = None  # the --compile-budgets file, as loaded at start
+    budget_path: Path | None = None
+    report_path: Path | None = None
+    records: list[ParityRecord] = field(default_factory=list)
+    reported: set[str] = field(default_factory=set)  # node ids of every test report
+    collected: set[str] = field(default_factory=set)  # every test collected, before deselection
+    uncollected: set[str] = field(default_factory=set)  # collectors skipped at collection
+    collection_failed: bool = False
+    workers_collected: int = 0  # xdist workers that sent the node ids they collected
+    worker_lost: bool = False  # an xdist worker went down without them
+    verdicts: dict[str, budgets.BudgetVerdict] | None = None  # when checking a budget file
+    updated: str | None = None  # what --compile-budgets-update wrote, for the summary
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -74,6 +105,38 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[SESSION_TEST_SETTINGS] = from_config(config.getoption, config.getini)
     except SettingError as exc:
         raise pytest.UsageError(str(exc)) from None
+    run = config.stash[RUN_KEY] = _start_run(config, config.stash[SESSION_KEY])
+    config.pluginmanager.register(_SessionHooks(config, run), "torchcompile-session")
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(run), "torchcompile-xdist")
+
+
+def _start_run(config: pytest.Config, settings: SessionSettings) -> _Run:
+    """Resolve the report and budget paths and load the budget file, once in every process."""
+    run = _Run()
+    if settings.report is not None:
+        run.report_path = _session_path(config, "report", settings.report)
+    if settings.budgets is None:
+        if settings.budgets_update:
+            raise pytest.UsageError(
+                "--compile-budgets-update needs a budget file: pass --compile-budgets PATH "
+                "or set compile_budgets in the ini file"
+            )
+        return run
+    run.budget_path = _session_path(config, "budgets", settings.budgets)
+    try:
+        run.budget_file = budgets.load(run.budget_path)
+    except budgets.BudgetFileError as exc:
+        raise pytest.UsageError(f"Invalid --compile-budgets file: {exc}") from None
+    return run
+
+
+def _session_path(config: pytest.Config, name: str, value: str) -> Path:
+    """A path from the command line is relative to where pytest ran; from the ini, to that file."""
+    dest = next(option.dest for option in SESSION_OPTIONS if option.name == name)
+    if config.getoption(dest) is None and config.inipath is not None:
+        return config.inipath.parent / value
+    return config.invocation_params.dir / value
 
 
 def _test_settings(config: pytest.Config, node: pytest.Item | Any, name: str) -> Settings:
@@ -144,6 +207,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     """After the test body: budgets over all its calls, and misuse (marked but never checked)."""
+    __tracebackhide__ = True  # a verdict reached here is the test's failure, not the plugin's
     _relax_hypothesis_for_compiles(item)
     try:
         yield
@@ -155,6 +219,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 def _finish(item: pytest.Item, check: bool) -> None:
     """Record what the test's checker saw; with `check`, also enforce budgets and misuse."""
+    __tracebackhide__ = True
     checker = item.stash.get(CHECKER_KEY, None)
     marked = item.get_closest_marker(MARKER) is not None
     if check and marked and (checker is None or checker.calls == 0):
@@ -166,19 +231,30 @@ def _finish(item: pytest.Item, check: bool) -> None:
         )
     if checker is None:
         return
-    from pytest_torchcompile.report import section_text
-
-    verdict = "passed" if check else "failed"
+    record = _record(item, checker, "passed" if check else "failed")
     try:
         if check:
             checker.finish()
+            _check_budget_file(item.config, record)
     except BaseException:
-        verdict = "failed"
+        record["verdict"] = "failed"
         raise
     finally:
-        record = _record(item, checker, verdict)
         item.stash[RECORD_KEY] = record
         item.add_report_section("call", "torch.compile", section_text(record))
+        item.user_properties.extend(junit_properties(record))  # before the report copies them
+
+
+def _check_budget_file(config: pytest.Config, record: ParityRecord) -> None:
+    """Fail a test whose counts grew past its --compile-budgets entry (not while updating it)."""
+    __tracebackhide__ = True
+    run, settings = config.stash[RUN_KEY], config.stash[SESSION_KEY]
+    if run.budget_file is None or settings.budgets is None or settings.budgets_update:
+        return
+    entry = run.budget_file.entry(record["nodeid"], record["device"])
+    verdict = budgets.check(entry, record["counts"], source=settings.budgets)
+    if verdict.status == "regressed":
+        raise budgets.failure(verdict)
 
 
 def _record(item: pytest.Item, checker: Any, verdict: str) -> ParityRecord:
@@ -211,7 +287,7 @@ def _relax_hypothesis_for_compiles(item: pytest.Item) -> None:
     from hypothesis import HealthCheck
     from hypothesis import settings as hypothesis_settings
 
-    inner = getattr(function, "__func__", function)
+    inner: Any = getattr(function, "__func__", function)
     parent = getattr(inner, "_hypothesis_internal_use_settings", None) or hypothesis_settings()
     inner._hypothesis_internal_use_settings = hypothesis_settings(
         parent,
@@ -234,3 +310,127 @@ def pytest_runtest_makereport(
     if record is not None and report.when == "call":
         report.torchcompile = {**record, "verdict": report.outcome}  # type: ignore[attr-defined]
     return report
+
+
+# --- the session: collection facts, records from every process, budget file, report, summary ---
+
+
+class _SessionHooks:
+    """Session-wide hooks whose hookspecs pass no config: they reach the run through this object.
+
+    Records are gathered from reports wherever they arrive (the only process, or the xdist
+    controller), so the budget file, the JSON report and the summary are made the same way
+    with and without xdist, once, by the process that is not a worker.
+    """
+
+    def __init__(self, config: pytest.Config, run: _Run) -> None:
+        self._config = config
+        self._run = run
+        self._settings = config.stash[SESSION_KEY]
+        self._worker = hasattr(config, "workerinput")
+
+    def pytest_itemcollected(self, item: pytest.Item) -> None:
+        self._run.collected.add(item.nodeid)
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self._run.collection_failed = True
+        elif report.skipped:
+            self._run.uncollected.add(report.nodeid)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        """An xdist worker tells the controller every test it collected (see `_whole_suite`)."""
+        if self._worker and self._settings.budgets_update:
+            output: dict[str, Any] = self._config.workeroutput  # type: ignore[attr-defined]
+            output[COLLECTED_OUTPUT] = sorted(self._run.collected)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        self._run.reported.add(report.nodeid)
+        record: ParityRecord | None = getattr(report, "torchcompile", None)
+        if record is not None:
+            self._run.records.append(record)
+
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        """Write the budget file and the JSON report, once, in the process that is no worker."""
+        run, settings = self._run, self._settings
+        if self._worker:
+            return
+        if run.budget_file is not None and run.budget_path is not None and settings.budgets_update:
+            whole = _whole_suite(self._config, run, exitstatus)
+            new = budgets.updated(
+                run.budget_file,
+                run.records,
+                whole_suite=whole,
+                existing=run.collected | run.reported,
+                uncollected=run.uncollected,
+            )
+            budgets.save(run.budget_path, new)
+            scope = (
+                "the whole suite was collected, so entries of deleted tests were removed"
+                if whole
+                else "part of the suite was collected, so entries of other tests were kept"
+            )
+            run.updated = (
+                f"{settings.budgets}: {budgets.describe_update(run.budget_file, new)} ({scope})"
+            )
+        elif run.budget_file is not None and settings.budgets is not None:
+            run.verdicts = budgets.verdicts(run.budget_file, run.records, source=settings.budgets)
+        if run.report_path is not None:
+            document = json_report(
+                run.records, versions=runtime_versions(), budget_verdicts=run.verdicts
+            )
+            save_json(run.report_path, document)
+
+    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
+        """Shown with --compile-report, or when a budget verdict is worth reading."""
+        run = self._run
+        notable = any(v.status != "unchanged" for v in (run.verdicts or {}).values())
+        lines = summary_lines(run.records, run.verdicts) if run.report_path or notable else []
+        if run.updated is not None:
+            lines.append(f"compile budgets updated: {run.updated}")
+        if self._settings.report is not None:
+            lines.append(f"compile report written to {self._settings.report}")
+        if self._worker or not lines:
+            return
+        terminalreporter.write_sep("=", "torch.compile")
+        for line in lines:
+            terminalreporter.write_line(line)
+
+
+def _whole_suite(config: pytest.Config, run: _Run, exitstatus: int) -> bool:
+    """Whether this run collected the whole suite, so a budget entry no test matches is stale.
+
+    True when pytest collected its testpaths or rootdir (no path or node-id arguments, no
+    --ignore, --ignore-glob or --lf), nothing failed to collect, the run was not interrupted,
+    and under xdist every worker reported what it collected. -k, -m, --deselect and -x do not
+    matter: deselected and unreached tests were collected, so their entries stay.
+    """
+    narrowed = (
+        config.args_source is pytest.Config.ArgsSource.ARGS
+        or bool(config.getoption("ignore", None))
+        or bool(config.getoption("ignore_glob", None))
+        or bool(config.getoption("lf", False))
+    )
+    distributed = config.pluginmanager.getplugin("dsession") is not None
+    workers_told = not distributed or (run.workers_collected > 0 and not run.worker_lost)
+    return (
+        not narrowed
+        and not run.collection_failed
+        and exitstatus != pytest.ExitCode.INTERRUPTED
+        and workers_told
+    )
+
+
+class _XdistHooks:
+    """The xdist controller's hooks, registered only where pytest-xdist is installed."""
+
+    def __init__(self, run: _Run) -> None:
+        self._run = run
+
+    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
+        collected = getattr(node, "workeroutput", {}).get(COLLECTED_OUTPUT)
+        if error is not None or collected is None:
+            self._run.worker_lost = True
+        else:
+            self._run.workers_collected += 1
+            self._run.collected.update(collected)
