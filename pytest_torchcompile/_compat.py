@@ -275,3 +275,43 @@ def strict_recompile_limit() -> dict[str, Any]:
         if hasattr(dynamo_config, name):
             return {name: True}
     return {}
+
+
+# --- CUDA graphs (lead) ---
+
+
+@contextmanager
+def cudagraph_rerecordings() -> Iterator[list[str]]:
+    """'function: reason' for each CUDA graph that cudagraph trees re-record during the block.
+
+    Inductor only states why it re-records at debug level, so the block raises its CUDA-graph
+    logger to debug and keeps those records to itself, unless the user asked for them already
+    (TORCH_LOGS=cudagraphs), in which case they also go where the user sent them.
+    """
+    import logging
+
+    from torch._inductor import cudagraph_trees
+
+    logger = cudagraph_trees.log
+    found: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            text = record.getMessage()
+            if "Re-recording function=" in text:
+                found.append(
+                    text.split("Re-recording function=", 1)[1].replace(", mode=", " (mode ")
+                )
+
+    handler = Keep(logging.DEBUG)
+    level, propagate = logger.level, logger.propagate
+    user_enabled = logger.isEnabledFor(logging.DEBUG)
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate = user_enabled and propagate
+    try:
+        yield found
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+        logger.propagate = propagate

@@ -119,6 +119,7 @@ class Accountant:
         self._chain: tuple[tuple[str, str], int] | None = None
         self._chain_recompiled = False
         self._fallbacks_before_call: set[tuple[str, str]] = set()
+        self._rerecords: list[str] = []  # CUDA graphs recorded again, with the reason
 
     # --- what the runner calls -------------------------------------------------------------------
 
@@ -140,7 +141,7 @@ class Accountant:
         self._observed += 1
         self._fallbacks_before_call = set(self._fallbacks)
         try:
-            with _compat.dynamo_records() as seen:
+            with _compat.dynamo_records() as seen, _compat.cudagraph_rerecordings() as rerecords:
                 yield
         except BaseException as exc:
             self._take(seen, raised=_compat.exception_compile_ids(exc))
@@ -149,6 +150,7 @@ class Accountant:
             self._take(seen, raised=set())
         finally:
             self._depth -= 1
+            self._rerecords += rerecords
 
     def excuse_last_call(self) -> None:
         """Forget the eager fallbacks of the last observed call: it raised just as eager did.
@@ -187,7 +189,7 @@ class Accountant:
             graph_breaks=list(self._breaks.values()),
             recompiles=list(self._recompiles),
             fallbacks=fallbacks,
-            cudagraph_rerecords=[],
+            cudagraph_rerecords=list(self._rerecords),
             compile_time_s=self._compile_time_s,
         )
 

@@ -80,14 +80,15 @@ def _leaves(tree: Any) -> Iterator[Any]:
         yield tree
 
 
-def clone_tree(tree: Any) -> Any:
+def clone_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
     """A deep copy whose tensors keep their strides, storage offsets and aliasing.
 
     torch's own deepcopy of a tensor copies its storage once per deepcopy call and rebuilds the
     view, so `x` and `x[1:]` stay views of one copied storage. Non-leaf tensors (which deepcopy
-    refuses) are copied detached, keeping requires_grad, as a fresh leaf.
+    refuses) are copied detached, keeping requires_grad, as a fresh leaf. Objects already in
+    `memo` are replaced by what it maps them to.
     """
-    memo: dict[int, Any] = {}
+    memo = {} if memo is None else memo
     for leaf in _leaves(tree):
         if isinstance(leaf, torch.Tensor) and leaf.grad_fn is not None:
             memo[id(leaf)] = copy.deepcopy(leaf.detach(), memo).requires_grad_(leaf.requires_grad)
@@ -316,6 +317,7 @@ class _Side:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     cotangent_dtypes: list[torch.dtype] | None = None  # eager's output dtypes, for the reference
+    cudagraphs: bool = False  # outputs live in a CUDA graph's memory until the next replay
 
 
 def _run_side(side: _Side, backward: bool, around: Callable[[], Any]) -> parity.SideResult:
@@ -323,7 +325,10 @@ def _run_side(side: _Side, backward: bool, around: Callable[[], Any]) -> parity.
     targets = _grad_targets(side.module, side.args, side.kwargs) if backward else {}
     try:
         with around():
+            if side.cudagraphs:
+                torch.compiler.cudagraph_mark_step_begin()  # each check is a new iteration
             output = side.call(*side.args, **side.kwargs)
+            _synchronize()
     except Exception as exc:  # the other side must raise the same type; parity decides
         return parity.SideResult(output=None, exception=exc, after={}, grads={})
     grads: dict[str, Any] = {}
@@ -338,6 +343,7 @@ def _run_side(side: _Side, backward: bool, around: Callable[[], Any]) -> parity.
                 computed = torch.autograd.grad(
                     outputs, list(targets.values()), cotangents, allow_unused=True
                 )
+                _synchronize()
         except Exception as exc:
             return parity.SideResult(output=output, exception=exc, after={}, grads={})
         grads = {
@@ -345,11 +351,29 @@ def _run_side(side: _Side, backward: bool, around: Callable[[], Any]) -> parity.
             for name, g in zip(targets, computed, strict=True)
         }
     return parity.SideResult(
-        output=output,
+        output=_owned(output) if side.cudagraphs else output,
         exception=None,
         after=_state_after(side.module, side.args, side.kwargs),
         grads=grads,
     )
+
+
+def _owned(output: Any) -> Any:
+    """Copies of a CUDA-graph replay's outputs, which the next replay would overwrite."""
+    if isinstance(output, torch.Tensor):
+        return output.clone()
+    if isinstance(output, (tuple, list)):
+        items = [_owned(item) for item in output]
+        return items if isinstance(output, list) else _rebuild_tuple(output, items)
+    if isinstance(output, dict):
+        return type(output)((key, _owned(value)) for key, value in output.items())
+    return output
+
+
+def _synchronize() -> None:
+    """Wait for queued CUDA work, so results and timings are final before they are read."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        torch.cuda.synchronize()
 
 
 @contextmanager
@@ -397,6 +421,8 @@ class Checker:
         self.largest_errors: dict[str, LeafError] = {}
         self.wall_time_s = 0.0
         self._compiled: dict[int, _Compiled] = {}
+        # id -> (caller's module, its compiled-side copy); the module is kept so ids stay unique
+        self._module_copies: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
         self._backend: Any = None
 
     def __call__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> ParityResult:
@@ -415,16 +441,43 @@ class Checker:
             self._backend = self.accountant.backend(inner)
         return self._backend
 
+    def _module_copy(self, module: torch.nn.Module) -> tuple[torch.nn.Module, bool]:
+        """The compiled side's long-lived copy of a caller's module, synced; and whether it is new.
+
+        A module keeps one copy for the whole test, so its parameters keep their addresses as
+        they would in the caller's program (CUDA graphs re-record when static addresses move).
+        """
+        kept = self._module_copies.get(id(module))
+        if kept is not None:
+            try:
+                sync_module(module, kept[1])
+                return kept[1], False
+            except _Restructured:
+                pass
+        copied = clone_tree(module)
+        self._module_copies[id(module)] = (module, copied)
+        return copied, True
+
+    def _copies_of_modules(self, tree: Any) -> dict[int, Any]:
+        """A deepcopy memo mapping each module among the inputs, and its state, to its copy."""
+        memo: dict[int, Any] = {}
+        for leaf in _leaves(tree):
+            if isinstance(leaf, torch.nn.Module):
+                copied, _ = self._module_copy(leaf)
+                memo[id(leaf)] = copied
+                originals = dict(leaf.named_parameters()) | dict(leaf.named_buffers())
+                copies = dict(copied.named_parameters()) | dict(copied.named_buffers())
+                memo.update((id(originals[name]), copies[name]) for name in originals)
+        return memo
+
     def _compiled_for(self, fn: Callable[..., Any]) -> _Compiled:
         entry = self._compiled.get(id(fn))
-        if entry is not None and isinstance(fn, torch.nn.Module):
-            assert entry.module_copy is not None
-            try:
-                sync_module(fn, entry.module_copy)
-            except _Restructured:
+        module_copy = None
+        if isinstance(fn, torch.nn.Module):
+            module_copy, fresh = self._module_copy(fn)
+            if fresh:
                 entry = None
         if entry is None:
-            module_copy = clone_tree(fn) if isinstance(fn, torch.nn.Module) else None
             target = module_copy if module_copy is not None else fn
             compiled = torch.compile(
                 target,
@@ -453,11 +506,19 @@ class Checker:
         module = fn if isinstance(fn, torch.nn.Module) else None
         entry = self._compiled_for(fn)
         pristine = clone_tree((module, args, dict(kwargs)))
-        compiled_args, compiled_kwargs = clone_tree((args, dict(kwargs)))
+        compiled_args, compiled_kwargs = clone_tree(
+            (args, dict(kwargs)), self._copies_of_modules((args, dict(kwargs)))
+        )
         backward = self.settings.backward
         rng = _RngState.capture()
         compiled_result = _run_side(
-            _Side(entry.compiled, entry.module_copy, compiled_args, compiled_kwargs),
+            _Side(
+                entry.compiled,
+                entry.module_copy,
+                compiled_args,
+                compiled_kwargs,
+                cudagraphs=self.settings.uses_cudagraphs,
+            ),
             backward,
             self.accountant.observe,
         )
@@ -536,7 +597,15 @@ class Checker:
 
     def _context(self) -> str:
         device = ",".join(self.devices_seen) or "cpu"
-        return f"{self.settings.describe()} device={device}"
+        context = f"{self.settings.describe()} device={device}"
+        if any(seen.startswith("cuda") for seen in self.devices_seen):
+            # Both sides run under the caller's TF32 settings; the float64 reference never uses TF32.
+            matmul = torch.backends.cuda.matmul.allow_tf32
+            cudnn = torch.backends.cudnn.allow_tf32
+            context += (
+                f" tf32(matmul={'on' if matmul else 'off'}, cudnn={'on' if cudnn else 'off'})"
+            )
+        return context
 
     def _record_errors(self, report: parity.ParityReport) -> dict[str, LeafError]:
         errors: dict[str, LeafError] = {}

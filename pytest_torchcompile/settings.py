@@ -251,6 +251,11 @@ class Settings:
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @property
+    def uses_cudagraphs(self) -> bool:
+        """Whether compiled outputs live in CUDA-graph memory (reduce-overhead, max-autotune)."""
+        return self.backend == "cudagraphs" or self.mode in ("reduce-overhead", "max-autotune")
+
+    @property
     def torch_dynamic(self) -> bool | None:
         return {"auto": None, "true": True, "false": False}[self.dynamic]
 

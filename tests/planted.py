@@ -113,3 +113,14 @@ def raise_when_compiled(gm: torch.fx.GraphModule, example_inputs: Sequence[Any])
         raise RuntimeError("planted: the compiled kernel failed")
 
     return run
+
+
+def corrupt_output_on_cuda(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Right on the CPU; on CUDA the first floating output has one element off by 1e-3."""
+    wrong = corrupt_output(gm, example_inputs)
+
+    def run(*args: Any) -> Any:
+        on_cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+        return wrong(*args) if on_cuda else gm(*args)
+
+    return run

@@ -1,0 +1,126 @@
+"""Run the GPU part of the tests and the examples on a CUDA machine, and print a summary.
+
+    python scripts/gpu_suite.py                 # everything below, on every visible GPU
+    python scripts/gpu_suite.py --only tests    # one step (tests, examples, xdist)
+
+CI has no GPU, so this is how the CUDA paths are exercised: the test suite (its CUDA tests run
+here instead of skipping), the examples on CUDA under every torch.compile mode the plugin
+supports, and, on a host with two or more GPUs, the GPU tests spread over the GPUs with -n N.
+Logs go to $OUT (or ./gpu-suite-logs); the last lines printed are the summary table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLE_RUNS = [
+    ("inductor", "default"),
+    ("inductor", "reduce-overhead"),
+    ("inductor", "max-autotune"),
+    ("inductor", "max-autotune-no-cudagraphs"),
+    ("cudagraphs", "default"),
+]
+
+
+def run(name: str, args: list[str], logs: Path, timeout: int) -> tuple[str, str, float]:
+    """Run pytest with `args`; return (name, pytest's closing line, seconds)."""
+    started = time.perf_counter()
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+        output, status = done.stdout + done.stderr, done.returncode
+    except subprocess.TimeoutExpired as exc:
+        output, status = f"{exc.stdout or ''}\nTIMED OUT after {timeout}s", -1
+    seconds = time.perf_counter() - started
+    (logs / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.log").write_text(output)
+    closing = [
+        line.strip("= ")
+        for line in output.splitlines()
+        if re.search(r"\d+ (passed|failed|error)", line)
+    ]
+    return name, (closing[-1] if closing else f"exit {status}"), seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=["tests", "examples", "xdist"], default=None)
+    parser.add_argument("--workers", type=int, default=8, help="xdist workers for the test suite")
+    parser.add_argument("--timeout", type=int, default=540, help="seconds per pytest run")
+    options = parser.parse_args()
+
+    import torch
+
+    logs = Path(os.environ.get("OUT", ROOT / "gpu-suite-logs"))
+    logs.mkdir(parents=True, exist_ok=True)
+    gpus = torch.cuda.device_count()
+    rows: list[tuple[str, str, float]] = []
+    if options.only in (None, "tests"):
+        rows.append(
+            run(
+                "tests (all, CUDA included)",
+                ["tests", "-n", str(options.workers)],
+                logs,
+                options.timeout,
+            )
+        )
+    if options.only in (None, "examples"):
+        for backend, mode in EXAMPLE_RUNS:
+            args = [
+                "examples",
+                f"--compile-backend={backend}",
+                f"--compile-mode={mode}",
+                "--compile-devices=cuda",
+                "-n",
+                "4",
+            ]
+            rows.append(run(f"examples {backend}/{mode}", args, logs, options.timeout))
+    if options.only in (None, "xdist") and gpus >= 2:
+        for workers in ("0", str(gpus)):
+            args = [
+                "tests/gpu",
+                "-n",
+                workers,
+                "-rA",
+                "--compile-report",
+                str(logs / f"report-n{workers}.json"),
+            ]
+            rows.append(run(f"tests/gpu -n {workers}", args, logs, options.timeout))
+
+    triton = "none"
+    try:
+        import triton
+
+        triton = triton.__version__
+    except ImportError:
+        pass
+    names = sorted({torch.cuda.get_device_name(i) for i in range(gpus)}) or ["no GPU"]
+    print(
+        f"\nGPU: {gpus} x {', '.join(names)}; torch {torch.__version__}; Triton {triton}; "
+        f"Python {sys.version.split()[0]}"
+    )
+    width = max(len(name) for name, _, _ in rows) if rows else 10
+    for name, closing, seconds in rows:
+        print(f"{name:<{width}}  {seconds:7.1f}s  {closing}")
+    failed = [
+        name for name, closing, _ in rows if re.search(r"failed|error|TIMED OUT|exit", closing)
+    ]
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

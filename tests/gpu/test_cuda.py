@@ -1,0 +1,117 @@
+"""The checker on CUDA: Triton kernels, CUDA graphs, RNG and layouts. Skipped without a GPU.
+
+Run on a GPU machine by scripts/gpu_suite.py; CI has no GPU, so these skip there with a reason.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device (run scripts/gpu_suite.py on one)"
+)
+
+
+def test_a_cuda_only_miscompile_is_caught_and_the_report_names_the_device(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.compile_parity(devices=["cpu", "cuda:0"])
+        def test_gelu(compile_parity, device):
+            compile_parity(torch.nn.functional.gelu, torch.randn(64, 64, device=device))
+        """
+    )
+    result = pytester.runpytest("--compile-backend=planted:corrupt_output_on_cuda", "-v")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_gelu?cpu? PASSED*",
+            "*test_gelu?cuda:0? FAILED*",
+            "*ParityError*",
+            "*device=cuda:0*",
+        ]
+    )
+
+
+INDUCTOR_ON_CUDA = """
+import pytest, torch
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(64, 64)
+        self.norm = torch.nn.LayerNorm(64)
+        self.drop = torch.nn.Dropout(0.2)
+    def forward(self, x):
+        return self.drop(torch.nn.functional.gelu(self.norm(self.lin(x))))
+
+@pytest.mark.compile_parity(devices=["cuda"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
+def test_block(compile_parity, device, dtype):
+    torch.manual_seed(0)
+    model = Block().to(device=device, dtype=dtype).train()   # dropout: CUDA RNG must match
+    for batch in (8, 8, 16):
+        compile_parity(model, torch.randn(batch, 64, device=device, dtype=dtype))
+
+@pytest.mark.compile_parity(devices=["cuda"])
+def test_strided_input_keeps_its_layout(compile_parity, device):
+    base = torch.randn(40, 70, device=device)
+    x = base[3:, 5::2].t()                       # offset, step, transposed
+    result = compile_parity(lambda t: (t.sin() * 2).sum(0), x)
+    assert result.errors["output"]["max_abs"] < 1e-4
+"""
+
+
+@pytest.mark.parametrize(
+    ("backend", "mode"),
+    [
+        ("inductor", "default"),
+        ("inductor", "reduce-overhead"),
+        ("inductor", "max-autotune-no-cudagraphs"),
+        ("cudagraphs", "default"),
+    ],
+)
+def test_inductor_modes_pass_on_cuda(pytester, backend, mode):
+    pytester.makepyfile(INDUCTOR_ON_CUDA)
+    result = pytester.runpytest(f"--compile-backend={backend}", f"--compile-mode={mode}")
+    result.assert_outcomes(passed=4)
+
+
+def test_reduce_overhead_outputs_are_kept_before_the_next_replay(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.compile_parity(devices=["cuda"], mode="reduce-overhead", backward=False)
+        def test_it(compile_parity, device):
+            first = compile_parity(lambda t: t * 2, torch.ones(8, device=device))
+            compile_parity(lambda t: t * 2, torch.full((8,), 5.0, device=device))
+            assert float(first.compiled[0]) == 2.0   # not overwritten by the second replay
+        """
+    )
+    pytester.runpytest("--compile-backend=inductor").assert_outcomes(passed=1)
+
+
+def test_cuda_graph_rerecords_are_reported(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        def scale(t, w):
+            return t * w
+
+        @pytest.mark.compile_parity(devices=["cuda"], mode="reduce-overhead", backward=False)
+        def test_it(compile_parity, device):
+            for step in range(4):
+                weight = torch.full((8,), float(step), device=device)
+                # static to CUDA graphs but not guarded: a new address re-records, no recompile
+                torch._dynamo.mark_static_address(weight, guard=False)
+                compile_parity(scale, torch.ones(8, device=device), weight)
+            assert len(compile_parity.accountant.counts()["cudagraph_rerecords"]) >= 1
+        """
+    )
+    result = pytester.runpytest("--compile-backend=inductor", "-rA")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*cudagraph re-records*"])
