@@ -326,7 +326,7 @@ def _run_side(side: _Side, backward: bool, around: Callable[[], Any]) -> parity.
     try:
         with around():
             if side.cudagraphs:
-                torch.compiler.cudagraph_mark_step_begin()  # each check is a new iteration
+                torch.compiler.cudagraph_mark_step_begin()  # type: ignore[no-untyped-call]
             output = side.call(*side.args, **side.kwargs)
             _synchronize()
     except Exception as exc:  # the other side must raise the same type; parity decides
