@@ -300,6 +300,19 @@ def test_an_update_keeps_what_it_cannot_see_and_drops_deleted_tests(
     assert tests["test_a.py::test_keep"]["cpu"]["graph_breaks"] == 1
     assert "test_b.py::test_other" in tests
 
+    # A module that fails to collect may hide any test, so none is judged deleted (test_b's
+    # entry stays though test_b.py is gone).
+    pytester.makepyfile(test_broken="import a_module_nobody_installed")
+    before = (pytester.path / BUDGETS).read_bytes()
+    result = pytester.runpytest(
+        f"--compile-budgets={BUDGETS}",
+        "--compile-budgets-update",
+        "--continue-on-collection-errors",
+    )
+    result.assert_outcomes(passed=1, skipped=1, errors=1)
+    result.stdout.fnmatch_lines(["compile budgets updated: *: no change (part of the suite*"])
+    assert (pytester.path / BUDGETS).read_bytes() == before
+
 
 @pytest.mark.parametrize(
     ("content", "problem"),
@@ -322,6 +335,20 @@ def test_a_bad_budget_file_is_a_usage_error_naming_the_file_and_the_problem(
         assert result.ret == pytest.ExitCode.USAGE_ERROR
         result.stderr.fnmatch_lines([f"ERROR: Invalid --compile-budgets file: {problem}"])
         assert (pytester.path / BUDGETS).read_text() == content
+
+
+def test_a_budget_path_in_the_ini_file_is_relative_to_that_file(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\ncompile_budgets = ci/budgets.json\n")
+    (pytester.path / "ci").mkdir()
+    monkeypatch.chdir(pytester.mkdir("elsewhere"))
+    result = pytester.runpytest("--compile-budgets-update")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert json.loads((pytester.path / "ci" / "budgets.json").read_text()) == {
+        "format": 1,
+        "tests": {},
+    }
 
 
 def test_updating_needs_a_budget_file(pytester: pytest.Pytester) -> None:
