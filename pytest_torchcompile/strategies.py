@@ -1,0 +1,1011 @@
+"""Hypothesis strategies for tensors that reach the inputs where compilers go wrong.
+
+Generated tensors are deliberately unlike the contiguous float32 tensors with offset 0 that tests
+usually build: shapes favour the sizes compilers specialize on (0 and 1) and sizes around vector
+widths and block sizes, layouts cover transposes, slices with gaps, storage offsets, zero strides and
+channels_last, and values sometimes hold NaN, infinities, -0.0, subnormals or extremes. Everything
+shrinks toward float32, contiguous, offset 0, small and low rank, so a failure ends on the simplest
+input that still diverges.
+
+Modelled on ``hypothesis.extra.numpy``: plural nouns, keyword-only ``min_``/``max_`` bounds, eager
+validation raising ``InvalidArgument`` that names ``arg=value``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, TypeAlias, TypedDict, TypeVar, Unpack, get_args
+
+import torch
+from hypothesis import currently_in_test_context, note
+from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
+
+__all__ = [
+    "BOOL_DTYPES",
+    "COMPLEX_DTYPES",
+    "FLOAT_DTYPES",
+    "INTEGER_DTYPES",
+    "LAYOUT_KINDS",
+    "Layout",
+    "LayoutKind",
+    "Shape",
+    "SpecialKind",
+    "TensorOptions",
+    "TensorSpec",
+    "Values",
+    "boolean_dtypes",
+    "build_tensor",
+    "complex_dtypes",
+    "describe",
+    "dtypes",
+    "float_dtypes",
+    "integer_dtypes",
+    "layouts",
+    "shape_groups",
+    "shape_sequences",
+    "shapes",
+    "supported_dtypes",
+    "tensor_groups",
+    "tensors",
+]
+
+T = TypeVar("T")
+Shape: TypeAlias = tuple[int, ...]
+DeviceLike: TypeAlias = str | torch.device
+
+LayoutKind = Literal[
+    "contiguous",
+    "transposed",
+    "permuted",
+    "sliced",
+    "offset",
+    "expanded",
+    "channels_last",
+    "channels_last_3d",
+]
+LAYOUT_KINDS: tuple[LayoutKind, ...] = get_args(LayoutKind)
+
+SpecialKind = Literal["nan", "inf", "-inf", "-0.0", "subnormal", "max", "min"]
+Distribution = Literal["small", "normal", "wide", "full"]
+
+# Each family in shrink order: the first dtype is the simplest.
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+INTEGER_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8)
+BOOL_DTYPES = (torch.bool,)
+COMPLEX_DTYPES = (torch.complex64, torch.complex128)
+_ALL_DTYPES = FLOAT_DTYPES + INTEGER_DTYPES + BOOL_DTYPES + COMPLEX_DTYPES
+
+# Dtypes a device type lacks; a device type not listed supports them all.
+_UNSUPPORTED: dict[str, frozenset[torch.dtype]] = {
+    "mps": frozenset({torch.float64, torch.complex64, torch.complex128}),
+}
+
+MAX_SIDE = 1025
+MAX_NUMEL = 4096
+# Sizes just below, at and above vector widths and block sizes, where tail loops and masks live.
+_EDGE_SIDES = tuple(s + d for s in (16, 32, 64, 128, 256, 512, 1024) for d in (-1, 0, 1))
+
+
+def _check(ok: object, message: str) -> None:
+    if not ok:
+        raise InvalidArgument(message)
+
+
+def _weighted(*choices: tuple[int, T]) -> st.SearchStrategy[T]:
+    """Draw `value` with probability proportional to `weight`; the first choice is the shrink target."""
+    return st.sampled_from([value for weight, value in choices for _ in range(weight)])
+
+
+def _strategy(value: T | st.SearchStrategy[T]) -> st.SearchStrategy[T]:
+    return value if isinstance(value, st.SearchStrategy) else st.just(value)
+
+
+def _check_int(value: object, name: str, minimum: int) -> int:
+    _check(
+        isinstance(value, int) and not isinstance(value, bool) and value >= minimum,
+        f"{name}={value!r} must be an integer >= {minimum}",
+    )
+    return value  # type: ignore[return-value]
+
+
+def _check_bounds(low: int, high: int, name: str) -> None:
+    _check(low <= high, f"min_{name}={low} is larger than max_{name}={high}")
+
+
+def _shape_value(shape: object, name: str) -> Shape:
+    _check(
+        isinstance(shape, Sequence)
+        and all(isinstance(s, int) and not isinstance(s, bool) and s >= 0 for s in shape),
+        f"{name}={shape!r} must be a sequence of integers >= 0",
+    )
+    return tuple(shape)  # type: ignore[arg-type]
+
+
+def _device_value(device: object, name: str) -> str:
+    if not isinstance(device, str | torch.device):
+        raise InvalidArgument(f"{name}={device!r} must be a str or torch.device")
+    try:
+        return str(torch.device(device))
+    except RuntimeError as err:
+        raise InvalidArgument(f"{name}={device!r} is not a device: {err}") from None
+
+
+class _Compact:
+    """A dataclass repr that shows only fields that differ from their defaults: short and valid
+    Python, also in Hypothesis's falsifying-example output."""
+
+    def __repr__(self) -> str:
+        shown = []
+        for f in dataclasses.fields(self):  # type: ignore[arg-type]
+            value = getattr(self, f.name)
+            if f.default is dataclasses.MISSING or value != f.default:
+                shown.append(f"{f.name}={value!r}")
+        return f"{type(self).__name__}({', '.join(shown)})"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        printer.text(repr(self))
+
+
+# --- dtypes ---------------------------------------------------------------------------------
+
+
+def supported_dtypes(device: DeviceLike | None = None) -> tuple[torch.dtype, ...]:
+    """Every dtype these strategies draw that `device`'s type supports, in shrink order.
+
+    CPU and CUDA support them all (float16, bfloat16 and complex included); MPS lacks float64 and
+    complex. ``device=None`` means no restriction.
+    """
+    if device is None:
+        return _ALL_DTYPES
+    missing = _UNSUPPORTED.get(torch.device(_device_value(device, "device")).type, frozenset())
+    return tuple(d for d in _ALL_DTYPES if d not in missing)
+
+
+def _sizes(sizes: int | Sequence[int], valid: tuple[int, ...]) -> frozenset[int]:
+    chosen = (sizes,) if isinstance(sizes, int) else tuple(sizes)
+    _check(
+        chosen and all(s in valid for s in chosen),
+        f"sizes={sizes!r} must be one or more of {valid}",
+    )
+    return frozenset(chosen)
+
+
+def _pick(
+    candidates: Sequence[torch.dtype], device: DeviceLike | None, what: str
+) -> st.SearchStrategy[torch.dtype]:
+    allowed = supported_dtypes(device)
+    chosen = [d for d in candidates if d in allowed]
+    _check(chosen, f"no {what} dtype is supported on device={device!r}")
+    return st.sampled_from(chosen)
+
+
+def _bits(dtype: torch.dtype) -> int:
+    return dtype.itemsize * 8
+
+
+def float_dtypes(
+    *, sizes: int | Sequence[int] = (16, 32, 64), device: DeviceLike | None = None
+) -> st.SearchStrategy[torch.dtype]:
+    """Floating dtypes of the given bit `sizes` (16 means float16 and bfloat16) that `device` supports.
+
+    Shrinks to float32, then float64, float16, bfloat16.
+    """
+    valid = _sizes(sizes, (16, 32, 64))
+    return _pick([d for d in FLOAT_DTYPES if _bits(d) in valid], device, "float")
+
+
+def integer_dtypes(
+    *,
+    sizes: int | Sequence[int] = (8, 16, 32, 64),
+    unsigned: bool = True,
+    device: DeviceLike | None = None,
+) -> st.SearchStrategy[torch.dtype]:
+    """Signed integer dtypes of the given bit `sizes`, plus uint8 when `unsigned` and 8 is a size.
+
+    uint8 is the only unsigned dtype with full operator support in torch. Shrinks to int64 (torch's
+    default integer), then int32, int16, int8, uint8.
+    """
+    valid = _sizes(sizes, (8, 16, 32, 64))
+    chosen = [d for d in INTEGER_DTYPES if _bits(d) in valid and (unsigned or d.is_signed)]
+    return _pick(chosen, device, "integer")
+
+
+def complex_dtypes(
+    *, sizes: int | Sequence[int] = (64, 128), device: DeviceLike | None = None
+) -> st.SearchStrategy[torch.dtype]:
+    """Complex dtypes of the given total bit `sizes` that `device` supports. Shrinks to complex64."""
+    valid = _sizes(sizes, (64, 128))
+    return _pick([d for d in COMPLEX_DTYPES if _bits(d) in valid], device, "complex")
+
+
+def boolean_dtypes() -> st.SearchStrategy[torch.dtype]:
+    """torch.bool, for symmetry with the other families."""
+    return st.just(torch.bool)
+
+
+def dtypes(
+    *,
+    floats: bool = True,
+    integers: bool = True,
+    bools: bool = True,
+    complex: bool = True,
+    device: DeviceLike | None = None,
+) -> st.SearchStrategy[torch.dtype]:
+    """Dtypes of the chosen families that `device` supports.
+
+    Shrinks to float32, then the other floats, integers, bool and complex, in that order.
+    """
+    families = {"floats": floats, "integers": integers, "bools": bools, "complex": complex}
+    groups = (FLOAT_DTYPES, INTEGER_DTYPES, BOOL_DTYPES, COMPLEX_DTYPES)
+    chosen = [d for on, group in zip(families.values(), groups, strict=True) if on for d in group]
+    _check(chosen, f"at least one family must be chosen, got {families}")
+    return _pick(chosen, device, "chosen")
+
+
+# --- shapes ---------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=4096)
+def _sides(low: int, high: int) -> st.SearchStrategy[int]:
+    """One dimension's size: often 1, small or around a power of two, rarely 0 (if `low` is 0).
+
+    1 comes first so sizes shrink to 1, not 0: an empty tensor shows no wrong values.
+    """
+    buckets: list[tuple[int, tuple[int, ...] | None]] = []
+    for weight, sizes in ((4, (1,)), (1, (0,)), (9, tuple(range(2, 10))), (6, _EDGE_SIDES)):
+        inside = tuple(s for s in sizes if low <= s <= high)
+        if inside:
+            buckets.append((weight, inside))
+    if max(low, 2) <= high:
+        buckets.append((3, None))  # any other size in range
+    return _weighted(*buckets).flatmap(
+        lambda sizes: st.integers(max(low, 2), high) if sizes is None else st.sampled_from(sizes)
+    )
+
+
+@st.composite
+def _shapes(
+    draw: st.DrawFn, min_dims: int, max_dims: int, min_side: int, max_side: int, max_numel: int
+) -> Shape:
+    ndim = draw(st.sampled_from(range(min_dims, max_dims + 1)))  # flatter than integers()
+    if max_side == 0:
+        return (0,) * ndim
+    floor = max(min_side, 1)
+    budget, sides = max_numel, []
+    for remaining in reversed(range(ndim)):
+        # Innermost dimensions are drawn first, so they get the room, as in real tensors.
+        side = draw(_sides(floor, min(max_side, budget // floor**remaining)))
+        sides.append(side)
+        budget //= side
+    # Emptiness is decided once per shape, so it is as likely (1 in 8) at every rank.
+    if min_side == 0 and ndim and draw(_weighted((7, False), (1, True))):
+        sides[draw(st.integers(0, ndim - 1))] = 0
+    return tuple(reversed(sides))
+
+
+def _check_shape_args(
+    min_dims: int, max_dims: int, min_side: int, max_side: int, max_numel: int
+) -> None:
+    _check_int(min_dims, "min_dims", 0)
+    _check_int(max_dims, "max_dims", 0)
+    _check_bounds(min_dims, max_dims, "dims")
+    _check_int(min_side, "min_side", 0)
+    _check_int(max_side, "max_side", 0)
+    _check_bounds(min_side, max_side, "side")
+    _check_int(max_numel, "max_numel", 1)
+    _check(
+        max(min_side, 1) ** max_dims <= max_numel,
+        f"max_numel={max_numel} is too small for max_dims={max_dims} sides of at least "
+        f"min_side={min_side}",
+    )
+
+
+def shapes(
+    *,
+    min_dims: int = 0,
+    max_dims: int = 4,
+    min_side: int = 0,
+    max_side: int = MAX_SIDE,
+    max_numel: int = MAX_NUMEL,
+) -> st.SearchStrategy[Shape]:
+    """Tensor shapes whose sizes are those compilers treat specially.
+
+    Sides are often 1 (a size Dynamo specializes on), often small (2 to 9), often around a vector
+    width or block size (15, 16, 17, 31, ... 1025), otherwise any size in range; about one shape in
+    eight is empty (a side of 0) when `min_side` is 0. The product of the non-zero sides is at
+    most `max_numel`, so tests stay fast.
+
+    Shrinks to `min_dims` sides of ``max(min_side, 1)``: ``()`` by default, ``(1, 1)`` for two
+    dimensions. An empty shape is one step further, so an input that fails only when empty
+    shrinks to ``(0,)``.
+    """
+    _check_shape_args(min_dims, max_dims, min_side, max_side, max_numel)
+    return _shapes(min_dims, max_dims, min_side, max_side, max_numel)
+
+
+_SHAPES = shapes()
+
+
+@st.composite
+def _shape_groups(
+    draw: st.DrawFn, n: int, shapes: st.SearchStrategy[Shape], broadcast: bool
+) -> tuple[Shape, ...]:
+    base = draw(shapes)
+    if not broadcast:
+        return (base,) * n
+    group = []
+    for _ in range(n):
+        # As many draws whatever is dropped, so the shrinker sees equal shapes as simplest.
+        dropped = draw(st.integers(0, len(base)))
+        ones = [draw(st.booleans()) for _ in base]
+        group.append(tuple(1 if one else s for one, s in zip(ones, base, strict=True))[dropped:])
+    return tuple(group)
+
+
+def shape_groups(
+    n: int, *, shapes: Shape | st.SearchStrategy[Shape] = _SHAPES, broadcast: bool = True
+) -> st.SearchStrategy[tuple[Shape, ...]]:
+    """Groups of `n` shapes drawn around one base shape from `shapes`.
+
+    With `broadcast`, each shape may drop leading dimensions and set others to 1, so the group is
+    mutually broadcastable to the base shape; without it, all shapes are equal. Shrinks to `n`
+    copies of the base shape, which shrinks as `shapes` does.
+    """
+    _check_int(n, "n", 1)
+    if not isinstance(shapes, st.SearchStrategy):
+        shapes = st.just(_shape_value(shapes, "shapes"))
+    return _shape_groups(n, shapes, broadcast)
+
+
+@st.composite
+def _shape_sequences(
+    draw: st.DrawFn,
+    base: st.SearchStrategy[Shape],
+    min_side: int,
+    max_side: int,
+    max_numel: int,
+    min_size: int,
+    max_size: int,
+) -> tuple[Shape, ...]:
+    sequence = [draw(base)]
+    for _ in range(draw(st.integers(min_size, max_size)) - 1):
+        shape = list(sequence[-1])
+        dim = draw(st.integers(0, len(shape) - 1))
+        others = math.prod(max(s, 1) for i, s in enumerate(shape) if i != dim)
+        shape[dim] = draw(_sides(min_side, min(max_side, max_numel // others)))
+        sequence.append(tuple(shape))
+    return tuple(sequence)
+
+
+def shape_sequences(
+    *,
+    min_dims: int = 1,
+    max_dims: int = 4,
+    min_side: int = 0,
+    max_side: int = MAX_SIDE,
+    max_numel: int = MAX_NUMEL,
+    min_size: int = 2,
+    max_size: int = 4,
+) -> st.SearchStrategy[tuple[Shape, ...]]:
+    """Sequences of shapes of one rank where each shape differs from the one before in at most one
+    dimension: calls that drive a compiled function through recompiles, automatic dynamic shapes
+    and cache hits (a repeated shape). Shape bounds are as for :func:`shapes`; the sequence has
+    `min_size` to `max_size` shapes.
+
+    Shrinks to `min_size` shapes that all equal the shrunk :func:`shapes` base.
+    """
+    _check_int(min_dims, "min_dims", 1)
+    _check_shape_args(min_dims, max_dims, min_side, max_side, max_numel)
+    _check_int(min_size, "min_size", 1)
+    _check_int(max_size, "max_size", 1)
+    _check_bounds(min_size, max_size, "size")
+    base = _shapes(min_dims, max_dims, min_side, max_side, max_numel)
+    return _shape_sequences(base, min_side, max_side, max_numel, min_size, max_size)
+
+
+# --- layouts --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, repr=False)
+class Layout(_Compact):
+    """Where a tensor of a given shape sits in memory, independent of its values.
+
+    The tensor is a window on a dense buffer of extents ``starts + (size - 1) * steps + 1 + pads``
+    per dimension, stored in `order` (logical dimensions from outermost to innermost in memory;
+    None means row-major), beginning `offset` elements into the buffer. Dimensions in `expanded`
+    have stride 0. ``Layout()`` is contiguous with offset 0.
+    """
+
+    order: Shape | None = None
+    starts: Shape | None = None
+    steps: Shape | None = None
+    pads: Shape | None = None
+    offset: int = 0
+    expanded: Shape = ()
+
+    def geometry(self, shape: Shape) -> tuple[Shape, int, int]:
+        """(strides, storage offset, buffer size) of this layout for `shape`."""
+        n = len(shape)
+        order = self.order if self.order is not None else tuple(range(n))
+        starts = self.starts if self.starts is not None else (0,) * n
+        steps = self.steps if self.steps is not None else (1,) * n
+        pads = self.pads if self.pads is not None else (0,) * n
+        if (
+            sorted(order) != list(range(n))
+            or not len(starts) == len(steps) == len(pads) == n
+            or min((*starts, *pads, self.offset), default=0) < 0
+            or min(steps, default=1) < 1
+            or not set(self.expanded) <= set(range(n))
+        ):
+            raise ValueError(f"{self!r} does not fit a tensor of shape {shape}")
+        extents = [
+            1 if d in self.expanded else starts[d] + (max(shape[d], 1) - 1) * steps[d] + 1 + pads[d]
+            for d in range(n)
+        ]
+        dense, size = [0] * n, 1
+        for d in reversed(order):
+            dense[d] = size
+            size *= extents[d]
+        strides = tuple(0 if d in self.expanded else dense[d] * steps[d] for d in range(n))
+        offset = self.offset + sum(starts[d] * dense[d] for d in range(n) if d not in self.expanded)
+        return strides, offset, self.offset + size
+
+
+_ROW_MAJOR = Layout()
+
+
+_MIN_RANK: dict[LayoutKind, int] = {"transposed": 2, "permuted": 3, "sliced": 1, "expanded": 1}
+_RANK: dict[LayoutKind, int] = {"channels_last": 4, "channels_last_3d": 5}
+
+
+def _applies(kind: LayoutKind, ndim: int) -> bool:
+    return ndim == _RANK[kind] if kind in _RANK else ndim >= _MIN_RANK.get(kind, 0)
+
+
+@st.composite
+def _sliced(draw: st.DrawFn, ndim: int, max_step: int) -> Layout:
+    steps = [draw(st.integers(1, max_step)) for _ in range(ndim)]
+    starts = tuple(draw(st.integers(0, 2)) for _ in range(ndim))
+    pads = tuple(draw(st.integers(0, 2)) for _ in range(ndim))
+    if max(steps) == 1 and not any(pads[1:]):
+        steps[-1] = 2  # without a gap the window would be contiguous: that is the "offset" kind
+    return Layout(
+        starts=starts if any(starts) else None,
+        steps=tuple(steps) if max(steps) > 1 else None,
+        pads=pads if any(pads) else None,
+    )
+
+
+def _kind_layouts(
+    kind: LayoutKind, shape: Shape, max_step: int, max_offset: int
+) -> st.SearchStrategy[Layout]:
+    ndim = len(shape)
+    if kind == "transposed":
+        return st.just(Layout(order=(*range(ndim - 2), ndim - 1, ndim - 2)))
+    if kind == "permuted":
+        identity = list(range(ndim))
+        return (
+            st.permutations(identity)
+            .filter(lambda p: p != identity)
+            .map(lambda p: Layout(order=tuple(p)))
+        )
+    if kind == "sliced":
+        return _sliced(ndim, max_step)
+    if kind == "offset":
+        return st.integers(1, max_offset).map(lambda offset: Layout(offset=offset))
+    if kind == "expanded":
+        # Broadcasting a dimension of size 1 changes nothing, so prefer the others.
+        wide = [d for d in range(ndim) if shape[d] != 1] or list(range(ndim))
+        dims = st.lists(st.sampled_from(wide), min_size=1, max_size=len(wide), unique=True)
+        return dims.map(lambda ds: Layout(expanded=tuple(sorted(ds))))
+    if kind == "channels_last":
+        return st.just(Layout(order=(0, 2, 3, 1)))
+    if kind == "channels_last_3d":
+        return st.just(Layout(order=(0, 2, 3, 4, 1)))
+    return st.just(_ROW_MAJOR)
+
+
+def _layout_strategy(
+    shape: Shape, kinds: tuple[LayoutKind, ...], max_step: int, max_offset: int
+) -> st.SearchStrategy[Layout]:
+    applicable = [k for k in LAYOUT_KINDS if k in kinds and _applies(k, len(shape))]
+    # Broadcast inputs and memory formats are the layouts real models use most after contiguous
+    # ones, and the rarest by rank or size: drawn twice as often.
+    weighted = [(2 if k.startswith(("channels_last", "expanded")) else 1, k) for k in applicable]
+    return _weighted(*weighted or [(1, LAYOUT_KINDS[0])]).flatmap(
+        lambda kind: _kind_layouts(kind, shape, max_step, max_offset)
+    )
+
+
+def _kinds(kinds: LayoutKind | Collection[LayoutKind], name: str) -> tuple[LayoutKind, ...]:
+    chosen = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+    _check(
+        chosen and all(k in LAYOUT_KINDS for k in chosen),
+        f"{name}={kinds!r} must be one or more of {LAYOUT_KINDS}",
+    )
+    return chosen
+
+
+def layouts(
+    shape: Shape,
+    *,
+    kinds: LayoutKind | Collection[LayoutKind] = LAYOUT_KINDS,
+    max_step: int = 3,
+    max_offset: int = 8,
+) -> st.SearchStrategy[Layout]:
+    """Memory layouts for tensors of `shape`, one of `kinds` per draw among those that apply to the
+    shape's rank (``expanded`` and the channels_last kinds twice as likely as the others):
+
+    - ``contiguous``: row-major, offset 0;
+    - ``transposed``: the last two dimensions swapped in memory (rank >= 2);
+    - ``permuted``: any other non-row-major order of dimensions in memory (rank >= 3);
+    - ``sliced``: a window with steps of up to `max_step`, leading and trailing gaps (rank >= 1);
+    - ``offset``: contiguous but 1 to `max_offset` elements into its storage;
+    - ``expanded``: some dimensions with stride 0, as ``expand`` makes them (rank >= 1);
+    - ``channels_last`` (rank 4) and ``channels_last_3d`` (rank 5).
+
+    If no kind applies to the rank the layout is contiguous. Shrinks to ``Layout()``: contiguous.
+    """
+    shape = _shape_value(shape, "shape")
+    chosen = _kinds(kinds, "kinds")
+    _check_int(max_step, "max_step", 2)
+    _check_int(max_offset, "max_offset", 1)
+    return _layout_strategy(shape, chosen, max_step, max_offset)
+
+
+# --- values ---------------------------------------------------------------------------------
+
+
+def _float_info(dtype: torch.dtype) -> torch.finfo:
+    return torch.finfo(dtype)  # complex dtypes report their component's finfo
+
+
+def _bounds(
+    dtype: torch.dtype, min_value: float | None, max_value: float | None
+) -> tuple[float | None, float | None]:
+    """The bounds that apply to `dtype`: integers always have them, floats keep None as unbounded."""
+    if dtype.is_floating_point or dtype.is_complex:
+        info = _float_info(dtype)
+        low = None if min_value is None else min(max(min_value, info.min), info.max)
+        high = None if max_value is None else max(min(max_value, info.max), info.min)
+        return low, high
+    iinfo = torch.iinfo(dtype)
+    low_i = iinfo.min if min_value is None else max(math.ceil(min_value), iinfo.min)
+    high_i = iinfo.max if max_value is None else min(math.floor(max_value), iinfo.max)
+    if low_i > high_i:
+        raise InvalidArgument(
+            f"no {dtype} value lies between min_value={min_value} and max_value={max_value}"
+        )
+    return low_i, high_i
+
+
+def _special_value(
+    kind: SpecialKind, dtype: torch.dtype, low: float | None, high: float | None
+) -> float:
+    if kind == "max":
+        return high if high is not None else _float_info(dtype).max
+    if kind == "min":
+        return low if low is not None else _float_info(dtype).min
+    if kind == "subnormal":
+        return _float_info(dtype).smallest_normal / 2
+    return float(kind)
+
+
+def _special_kinds(
+    dtype: torch.dtype,
+    low: float | None,
+    high: float | None,
+    allow_nan: bool,
+    allow_infinity: bool,
+    allow_subnormal: bool,
+) -> tuple[SpecialKind, ...]:
+    """The special values that `dtype`, the bounds and the switches allow, in shrink order."""
+    if dtype == torch.bool:
+        return ()
+    if not (dtype.is_floating_point or dtype.is_complex):
+        return ("max", "min")
+    wanted: dict[SpecialKind, bool] = {
+        "nan": allow_nan and low is None and high is None,
+        "inf": allow_infinity and high is None,
+        "-inf": allow_infinity and low is None,
+        "-0.0": True,
+        "subnormal": allow_subnormal,
+        "max": True,
+        "min": True,
+    }
+
+    def inside(kind: SpecialKind) -> bool:
+        value = _special_value(kind, dtype, low, high)
+        return math.isnan(value) or (
+            (low is None or low <= value) and (high is None or value <= high)
+        )
+
+    return tuple(kind for kind, on in wanted.items() if on and inside(kind))
+
+
+def _fit(values: torch.Tensor, low: float | None, high: float | None) -> torch.Tensor:
+    """Move values into [low, high], keeping their spread: reflect them at the bound they cross
+    (so small values stay small), then wrap what is still outside, then clamp."""
+    if low is not None:
+        values = torch.where(values < low, low + (low - values), values)
+    if high is not None:
+        values = torch.where(values > high, high + (high - values), values)
+    if low is not None and high is not None and high - low <= 2**62:
+        span = high - low + (0 if values.is_floating_point() else 1)
+        wrapped = (
+            low + torch.remainder(values - low, span) if span else torch.full_like(values, low)
+        )
+        values = torch.where((values < low) | (values > high), wrapped, values)
+    return values if low is None and high is None else values.clamp(low, high)
+
+
+def _ordinary(dist: Distribution, n: int, integral: bool, gen: torch.Generator) -> torch.Tensor:
+    """Unbounded values of a distribution: float64, or int64 when `integral`."""
+    if dist == "small":
+        return torch.randint(
+            -3, 4, (n,), generator=gen, dtype=torch.int64 if integral else torch.float64
+        )
+    if integral:
+        scale = {"normal": 100, "wide": 10_000}[dist]
+        return torch.randint(-scale, scale + 1, (n,), generator=gen)
+    if dist == "normal":
+        return torch.randn(n, generator=gen, dtype=torch.float64)
+    sign = torch.randint(0, 2, (n,), generator=gen, dtype=torch.float64) * 2 - 1
+    return sign * torch.exp2(torch.rand(n, generator=gen, dtype=torch.float64) * 20 - 10)
+
+
+@dataclass(frozen=True, repr=False)
+class Values(_Compact):
+    """How a tensor's values are made: reproducible from a seed, with specials planted by position.
+
+    `dist` is ``small`` (integers in [-3, 3], exact in every dtype), ``normal`` (standard normal;
+    integers in [-100, 100]), ``wide`` (magnitudes 2**-10 to 2**10 with random signs; integers in
+    [-10000, 10000]) or ``full`` (integers over the dtype's whole range). Values outside
+    [`min_value`, `max_value`] or the dtype's range are wrapped or reflected inside it; float values
+    too small to be normal in the dtype become 0. Each entry of `specials` puts a special value at
+    a flat position (in the real part for complex dtypes); ``max``/``min`` are the largest and
+    smallest values the bounds and dtype allow.
+    """
+
+    dist: Distribution = "small"
+    seed: int = 0
+    specials: tuple[tuple[int, SpecialKind], ...] = ()
+    min_value: float | None = None
+    max_value: float | None = None
+
+    def generate(self, shape: Shape, dtype: torch.dtype) -> torch.Tensor:
+        """A contiguous CPU tensor of `shape` and `dtype` holding these values."""
+        n = math.prod(shape)
+        gen = torch.Generator().manual_seed(self.seed)
+        if dtype == torch.bool:
+            return torch.randint(0, 2, shape, generator=gen).bool()
+        low, high = _bounds(dtype, self.min_value, self.max_value)
+        if not (dtype.is_floating_point or dtype.is_complex):
+            if self.dist == "full":
+                raw = torch.randint(0, 256, (n * dtype.itemsize,), generator=gen, dtype=torch.uint8)
+                ordinary = raw.view(dtype).long()
+            else:
+                ordinary = _ordinary(self.dist, n, True, gen)
+            out = _fit(ordinary, low, high).to(dtype)
+        else:
+            parts = _fit(
+                _ordinary(self.dist, 2 * n if dtype.is_complex else n, False, gen), low, high
+            )
+            parts = torch.where(parts.abs() < _float_info(dtype).smallest_normal, 0.0, parts)
+            out = (torch.complex(parts[:n], parts[n:]) if dtype.is_complex else parts).to(dtype)
+        for position, kind in self.specials:
+            out[position] = _special_value(kind, dtype, low, high)
+        return out.reshape(shape)
+
+
+@st.composite
+def _values(
+    draw: st.DrawFn,
+    dtype: torch.dtype,
+    n: int,
+    min_value: float | None,
+    max_value: float | None,
+    specials: bool | None,
+    allow: tuple[bool, bool, bool],
+) -> Values:
+    if dtype == torch.bool:
+        return Values(seed=draw(st.integers(0, 2**32 - 1)))
+    kinds = _special_kinds(dtype, *_bounds(dtype, min_value, max_value), *allow)
+    planting = (
+        specials is not False
+        and bool(kinds)
+        and n > 0
+        and draw(_weighted((3 if specials is None else 1, False), (1, True)))
+    )
+    dists: tuple[Distribution, ...] = ("small", "normal", "wide")
+    if planting and not (dtype.is_floating_point or dtype.is_complex):
+        dists += ("full",)
+    dist = draw(st.sampled_from(dists))
+    seed = draw(st.integers(0, 2**32 - 1))
+    planted: list[tuple[int, SpecialKind]] = []
+    if planting:
+        # NaN and infinities, where most special-value bugs live, are drawn most often.
+        weights = {"nan": 3, "inf": 2, "-inf": 2}
+        spot = st.tuples(st.integers(0, n - 1), _weighted(*((weights.get(k, 1), k) for k in kinds)))
+        planted = draw(st.lists(spot, min_size=1, max_size=3))
+    return Values(dist, seed, tuple(planted), min_value, max_value)
+
+
+# --- tensors --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, repr=False)
+class TensorSpec(_Compact):
+    """Everything that determines a generated tensor; :func:`build_tensor` makes it again."""
+
+    shape: Shape
+    dtype: torch.dtype
+    layout: Layout = _ROW_MAJOR
+    values: Values = Values()
+    device: str = "cpu"
+    requires_grad: bool = False
+
+
+def _sentinel(dtype: torch.dtype) -> float | bool:
+    """Fills the buffer outside a tensor's window, so a kernel reading outside it diverges visibly."""
+    if dtype == torch.bool:
+        return True
+    if dtype.is_floating_point or dtype.is_complex:
+        return math.nan
+    return torch.iinfo(dtype).max
+
+
+def build_tensor(spec: TensorSpec) -> torch.Tensor:
+    """The tensor `spec` describes, built directly on its device with its strides and offset.
+
+    Moving a strided tensor with ``.to(device)`` would make it dense again; instead the buffer is
+    allocated on the device and the values are copied into the window. The result is a leaf and
+    not a view (the buffer stays hidden), with the spec's strides and storage offset.
+    """
+    strides, offset, size = spec.layout.geometry(spec.shape)
+    stored = tuple(1 if d in spec.layout.expanded else s for d, s in enumerate(spec.shape))
+    buffer = torch.full((size,), _sentinel(spec.dtype), dtype=spec.dtype, device=spec.device)
+    buffer.as_strided(stored, strides, offset).copy_(spec.values.generate(stored, spec.dtype))
+    tensor = buffer.as_strided(spec.shape, strides, offset).detach()
+    return tensor.requires_grad_() if spec.requires_grad else tensor
+
+
+def describe(t: torch.Tensor) -> str:
+    """One readable line for a failure report, e.g.
+    ``float16[2, 3] strides=(1, 2) offset=4 cpu non-contiguous``."""
+    head = f"{str(t.dtype).removeprefix('torch.')}[{', '.join(map(str, t.shape))}]"
+    if t.layout != torch.strided:
+        return f"{head} {str(t.layout).removeprefix('torch.')} {t.device}"
+    if t.is_contiguous():
+        flags = ["contiguous"]
+    elif t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last):
+        flags = ["channels_last"]
+    elif t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d):
+        flags = ["channels_last_3d"]
+    else:
+        flags = ["non-contiguous"]
+    if any(stride == 0 and size > 1 for stride, size in zip(t.stride(), t.shape, strict=True)):
+        flags.append("expanded")
+    if t.requires_grad:
+        flags.append("requires_grad")
+    strides = tuple(t.stride())
+    return f"{head} strides={strides} offset={t.storage_offset()} {t.device} {' '.join(flags)}"
+
+
+LayoutsArg: TypeAlias = (
+    LayoutKind | Collection[LayoutKind] | Callable[[Shape], st.SearchStrategy[Layout]]
+)
+
+
+class TensorOptions(TypedDict, total=False):
+    """The :func:`tensors` options that :func:`tensor_groups` passes on to each tensor."""
+
+    layouts: LayoutsArg
+    min_value: float | None
+    max_value: float | None
+    specials: bool | None
+    allow_nan: bool
+    allow_infinity: bool
+    allow_subnormal: bool
+    requires_grad: bool | st.SearchStrategy[bool]
+
+
+def _check_grad(requires_grad: bool, dtype: torch.dtype) -> None:
+    _check(
+        not requires_grad or dtype.is_floating_point or dtype.is_complex,
+        f"requires_grad=True needs a floating or complex dtype, but dtypes={dtype}",
+    )
+
+
+def _dtype_strategy(
+    dtypes: torch.dtype | st.SearchStrategy[torch.dtype] | None,
+    device: str | st.SearchStrategy[DeviceLike],
+) -> st.SearchStrategy[torch.dtype]:
+    """`dtypes` as a strategy, checked now where it is a value; None means float dtypes."""
+    fixed_device = None if isinstance(device, st.SearchStrategy) else device
+    if dtypes is None:
+        return float_dtypes(device=fixed_device)
+    if isinstance(dtypes, st.SearchStrategy):
+        return dtypes
+    return st.just(_dtype_value(dtypes, fixed_device))
+
+
+def _dtype_value(dtype: object, device: str | None) -> torch.dtype:
+    _check(
+        isinstance(dtype, torch.dtype) and dtype in _ALL_DTYPES,
+        f"dtypes={dtype!r} is not one of the dtypes tensors() makes: {_ALL_DTYPES}",
+    )
+    _check(
+        dtype in supported_dtypes(device),
+        f"dtypes={dtype} is not supported on device={device!r}",
+    )
+    return dtype  # type: ignore[return-value]
+
+
+@st.composite
+def _tensors(
+    draw: st.DrawFn,
+    dtypes: st.SearchStrategy[torch.dtype],
+    shapes: st.SearchStrategy[Shape],
+    layouts: Callable[[Shape], st.SearchStrategy[Layout]],
+    device: st.SearchStrategy[DeviceLike],
+    requires_grad: st.SearchStrategy[bool],
+    min_value: float | None,
+    max_value: float | None,
+    specials: bool | None,
+    allow: tuple[bool, bool, bool],
+) -> torch.Tensor:
+    where = _device_value(draw(device), "device")
+    dtype = _dtype_value(draw(dtypes), where)
+    shape = _shape_value(draw(shapes), "shapes")
+    grad = draw(requires_grad)
+    _check_grad(grad, dtype)
+    layout = draw(layouts(shape))
+    stored = math.prod(1 if d in layout.expanded else s for d, s in enumerate(shape))
+    values = draw(_values(dtype, stored, min_value, max_value, specials, allow))
+    spec = TensorSpec(shape, dtype, layout, values, where, grad)
+    tensor = build_tensor(spec)
+    if currently_in_test_context():
+        note(f"tensors() drew {describe(tensor)}; rebuild it with build_tensor({spec!r})")
+    return tensor
+
+
+def _layouts_arg(layouts: LayoutsArg) -> Callable[[Shape], st.SearchStrategy[Layout]]:
+    if callable(layouts):
+        return layouts
+    kinds = _kinds(layouts, "layouts")
+    return lambda shape: _layout_strategy(shape, kinds, 3, 8)
+
+
+def _check_value_args(
+    min_value: float | None, max_value: float | None, flags: dict[str, object]
+) -> None:
+    for name, bound in (("min_value", min_value), ("max_value", max_value)):
+        _check(
+            bound is None or (isinstance(bound, int | float) and not math.isnan(bound)),
+            f"{name}={bound!r} must be a number or None",
+        )
+    if min_value is not None and max_value is not None:
+        _check(
+            min_value <= max_value, f"min_value={min_value} is larger than max_value={max_value}"
+        )
+    for name, flag in flags.items():
+        _check(
+            isinstance(flag, bool) or (name == "specials" and flag is None),
+            f"{name}={flag!r} must be a bool",
+        )
+
+
+def tensors(
+    *,
+    dtypes: torch.dtype | st.SearchStrategy[torch.dtype] | None = None,
+    shapes: Shape | st.SearchStrategy[Shape] = _SHAPES,
+    layouts: LayoutsArg = LAYOUT_KINDS,
+    min_value: float | None = None,
+    max_value: float | None = None,
+    specials: bool | None = None,
+    allow_nan: bool = True,
+    allow_infinity: bool = True,
+    allow_subnormal: bool = True,
+    device: DeviceLike | st.SearchStrategy[DeviceLike] = "cpu",
+    requires_grad: bool | st.SearchStrategy[bool] = False,
+) -> st.SearchStrategy[torch.Tensor]:
+    """Tensors of a drawn dtype, shape, memory layout and values, built on `device`.
+
+    - `dtypes`: a dtype or a strategy of them; None means :func:`float_dtypes` for `device`.
+    - `shapes`: a shape or a strategy of them (default :func:`shapes`).
+    - `layouts`: layout kinds to draw from (see :func:`layouts`), or a function from a shape to a
+      strategy of :class:`Layout`, e.g. ``functools.partial(layouts, max_step=5)``. The tensor has
+      the logical shape drawn and that memory layout; storage outside it holds NaN (or the dtype's
+      maximum), so a kernel that reads past its view diverges.
+    - Values (see :class:`Values`) are ordinary and finite: reproducible from a drawn seed, so
+      tensors of thousands of elements cost a few Hypothesis choices, and bounded by `min_value`
+      and `max_value` (for integers too: e.g. ``min_value=0, max_value=n - 1`` for indices).
+    - Special values -- NaN, +-inf, -0.0, subnormals, the extremes of the range, and full-range
+      integers -- are planted at 1 to 3 positions (NaN and infinities most often). With
+      ``specials=None`` (the default) about one tensor in four gets them, where the dtype and
+      bounds allow: rare per element, yet enough that 100 examples reliably include some, which
+      an input that diverges only on NaN or inf needs. True plants them in half the tensors;
+      False never (ordinary values only). `allow_nan`, `allow_infinity` and `allow_subnormal`
+      remove those kinds; NaN needs no bounds and an infinity no bound on its side, as in
+      ``st.floats``.
+    - `device` and `requires_grad`: values or strategies; the tensor is a leaf.
+
+    Shrinks to float32, shape ``()``, contiguous, offset 0, no specials, and small integer values
+    in [-3, 3] from seed 0. Values deliberately do not shrink to all zeros: zeros would make a
+    shrunk example hide the very divergence it reports (0 * anything is 0), and a checker fed
+    only zeros proves little. Small integers are the simplest values that still differ, and they
+    are exact in every dtype, so a shrunk failure is not blurred by rounding.
+
+    In a failing test, Hypothesis prints each drawn tensor's :func:`describe` line and the
+    :class:`TensorSpec` that rebuilds it.
+    """
+    where = device if isinstance(device, st.SearchStrategy) else _device_value(device, "device")
+    if not isinstance(dtypes, st.SearchStrategy | None):
+        _check_grad(requires_grad is True, _dtype_value(dtypes, None))
+    if not isinstance(shapes, st.SearchStrategy):
+        shapes = _shape_value(shapes, "shapes")
+    _check(
+        isinstance(requires_grad, bool | st.SearchStrategy),
+        f"requires_grad={requires_grad!r} must be a bool",
+    )
+    allow = (allow_nan, allow_infinity, allow_subnormal)
+    flags = dict(zip(("allow_nan", "allow_infinity", "allow_subnormal"), allow, strict=True))
+    _check_value_args(min_value, max_value, {"specials": specials, **flags})
+    return _tensors(
+        _dtype_strategy(dtypes, where),
+        _strategy(shapes),
+        _layouts_arg(layouts),
+        _strategy(where),
+        _strategy(requires_grad),
+        min_value,
+        max_value,
+        specials,
+        allow,
+    )
+
+
+@st.composite
+def _tensor_groups(
+    draw: st.DrawFn,
+    shape_group: st.SearchStrategy[tuple[Shape, ...]],
+    dtypes: st.SearchStrategy[torch.dtype],
+    same_dtype: bool,
+    device: st.SearchStrategy[DeviceLike],
+    options: TensorOptions,
+) -> tuple[torch.Tensor, ...]:
+    where = draw(device)
+    dtype: torch.dtype | st.SearchStrategy[torch.dtype] = draw(dtypes) if same_dtype else dtypes
+    return tuple(
+        draw(tensors(dtypes=dtype, shapes=shape, device=where, **options))
+        for shape in draw(shape_group)
+    )
+
+
+def tensor_groups(
+    n: int,
+    *,
+    shapes: Shape | st.SearchStrategy[Shape] = _SHAPES,
+    broadcast: bool = True,
+    dtypes: torch.dtype | st.SearchStrategy[torch.dtype] | None = None,
+    same_dtype: bool = True,
+    device: DeviceLike | st.SearchStrategy[DeviceLike] = "cpu",
+    **options: Unpack[TensorOptions],
+) -> st.SearchStrategy[tuple[torch.Tensor, ...]]:
+    """Tuples of `n` tensors on one device with shapes from :func:`shape_groups` (equal, or with
+    `broadcast` mutually broadcastable), one dtype unless `same_dtype` is False (to exercise type
+    promotion), and each tensor's layout and values drawn independently as :func:`tensors` does.
+
+    Shrinks to `n` equal-shaped tensors, each shrinking as :func:`tensors` does.
+    """
+    group = shape_groups(n, shapes=shapes, broadcast=broadcast)
+    where = device if isinstance(device, st.SearchStrategy) else _device_value(device, "device")
+    tensors(dtypes=dtypes, device=where, **options)  # only to check the options now, not when drawn
+    return _tensor_groups(
+        group, _dtype_strategy(dtypes, where), same_dtype, _strategy(where), options
+    )
