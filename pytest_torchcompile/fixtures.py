@@ -7,13 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_torchcompile.settings import Settings
+from pytest_torchcompile.settings import SessionSettings, Settings
 
 if TYPE_CHECKING:
     import torch
 
     from pytest_torchcompile.runner import Checker
 
+SESSION_KEY = pytest.StashKey[SessionSettings]()  # the run's own settings (budgets, report, ...)
 SESSION_TEST_SETTINGS = pytest.StashKey[Settings]()  # command line > ini > default
 SETTINGS_KEY = pytest.StashKey[Settings]()  # one test's, with its marker applied
 CHECKER_KEY = pytest.StashKey["Checker"]()
@@ -52,6 +53,34 @@ def device(request: pytest.FixtureRequest) -> torch.device:
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
             pytest.skip(f"{name}: no CUDA device is visible (torch.cuda.is_available() is False)")
+        if selected.index is None:
+            pinned = worker_gpu(request.config)
+            selected = torch.device(
+                "cuda", pinned if pinned is not None else torch.cuda.current_device()
+            )
         if selected.index is not None and selected.index >= count:
             pytest.skip(f"{name}: only {count} CUDA device(s) are visible")
+        torch.cuda.set_device(selected)  # code that says plain "cuda" lands there too
     return selected
+
+
+def worker_gpu(config: pytest.Config) -> int | None:
+    """The GPU this pytest-xdist worker runs CUDA tests on; None outside xdist or when off.
+
+    Round-robin by worker id by default, so `-n N` on a host with N GPUs uses all of them, one
+    worker each; --compile-worker-gpus=0,0,1,1 maps workers explicitly, =off turns pinning off.
+    """
+    workerinput = getattr(config, "workerinput", None)
+    plan = config.stash[SESSION_KEY].worker_gpus
+    if workerinput is None or plan == "off":
+        return None
+    import torch
+
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if count == 0:
+        return None
+    worker = int(str(workerinput["workerid"]).removeprefix("gw"))
+    if plan == "round-robin":
+        return worker % count
+    choices = [int(index) for index in plan.split(",")]
+    return choices[worker % len(choices)] % count

@@ -5,6 +5,7 @@ Loading this module must not import torch: a session without parity tests never 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,10 +16,12 @@ import pytest
 from pytest_torchcompile import budgets
 from pytest_torchcompile.fixtures import (
     CHECKER_KEY,
+    SESSION_KEY,
     SESSION_TEST_SETTINGS,
     SETTINGS_KEY,
     compile_parity,
     device,
+    worker_gpu,
 )
 from pytest_torchcompile.records import ParityRecord
 from pytest_torchcompile.report import (
@@ -44,10 +47,10 @@ from pytest_torchcompile.settings import (
 __all__ = ["compile_parity", "device"]
 
 MARKER = "compile_parity"
-SESSION_KEY = pytest.StashKey[SessionSettings]()
 RECORD_KEY = pytest.StashKey[ParityRecord]()
 RUN_KEY = pytest.StashKey["_Run"]()
 COLLECTED_OUTPUT = "torchcompile_collected"  # workeroutput key: the node ids a worker collected
+GPU_OUTPUT = "torchcompile_gpu"  # workeroutput key: the GPU a worker ran its CUDA tests on
 
 
 @dataclass
@@ -63,6 +66,7 @@ class _Run:
     uncollected: set[str] = field(default_factory=set)  # collectors skipped at collection
     collection_failed: bool = False
     workers_collected: int = 0  # xdist workers that sent the node ids they collected
+    worker_gpus: dict[str, str] = field(default_factory=dict)  # worker id -> "cuda:1 (name)"
     worker_lost: bool = False  # an xdist worker went down without them
     verdicts: dict[str, budgets.BudgetVerdict] | None = None  # when checking a budget file
     updated: str | None = None  # what --compile-budgets-update wrote, for the summary
@@ -164,7 +168,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         settings = _test_settings(metafunc.config, definition, definition.name)
     except SettingError as exc:
         raise pytest.Collector.CollectError(str(exc)) from None
-    devices = _device_params(settings.devices)
+    devices = _device_params(settings.devices, pinned=worker_gpu(metafunc.config) is not None)
     metafunc.parametrize("device", devices, ids=devices, indirect=True)
 
 
@@ -175,11 +179,13 @@ def _argnames(mark: pytest.Mark) -> list[str]:
     return list(names)
 
 
-def _device_params(selected: tuple[str, ...] | None) -> list[str]:
+def _device_params(selected: tuple[str, ...] | None, *, pinned: bool) -> list[str]:
+    """cpu and cuda:0, cuda:1, ...; one "cuda" where there is none, or where each xdist worker
+    has its own GPU (collection must be the same on every worker)."""
     import torch
 
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    cuda = [f"cuda:{i}" for i in range(count)] or ["cuda"]
+    cuda = ["cuda"] if pinned or count == 0 else [f"cuda:{i}" for i in range(count)]
     params: list[str] = []
     for wanted in selected or ("cpu", "cuda"):
         for name in cuda if wanted == "cuda" else [wanted]:
@@ -354,6 +360,7 @@ class _SessionHooks:
         """Write the budget file and the JSON report, once, in the process that is no worker."""
         run, settings = self._run, self._settings
         if self._worker:
+            self._tell_controller_the_gpu()
             return
         if run.budget_file is not None and run.budget_path is not None and settings.budgets_update:
             whole = _whole_suite(self._config, run, exitstatus)
@@ -381,6 +388,17 @@ class _SessionHooks:
             )
             save_json(run.report_path, document)
 
+    def _tell_controller_the_gpu(self) -> None:
+        """A worker that ran CUDA tests tells the controller which GPU it used."""
+        if "torch" not in sys.modules:
+            return
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+            index = torch.cuda.current_device()
+            output: dict[str, Any] = self._config.workeroutput  # type: ignore[attr-defined]
+            output[GPU_OUTPUT] = f"cuda:{index} ({torch.cuda.get_device_name(index)})"
+
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """Shown with --compile-report, or when a budget verdict is worth reading."""
         run = self._run
@@ -390,6 +408,11 @@ class _SessionHooks:
             lines.append(f"compile budgets updated: {run.updated}")
         if self._settings.report is not None:
             lines.append(f"compile report written to {self._settings.report}")
+        if run.worker_gpus:
+            lines.append(
+                "GPUs per worker: "
+                + ", ".join(f"{w} -> {gpu}" for w, gpu in sorted(run.worker_gpus.items()))
+            )
         if self._worker or not lines:
             return
         terminalreporter.write_sep("=", "torch.compile")
@@ -428,7 +451,10 @@ class _XdistHooks:
         self._run = run
 
     def pytest_testnodedown(self, node: Any, error: object | None) -> None:
-        collected = getattr(node, "workeroutput", {}).get(COLLECTED_OUTPUT)
+        output = getattr(node, "workeroutput", {})
+        if GPU_OUTPUT in output:
+            self._run.worker_gpus[str(node.gateway.id)] = output[GPU_OUTPUT]
+        collected = output.get(COLLECTED_OUTPUT)
         if error is not None or collected is None:
             self._run.worker_lost = True
         else:

@@ -14,7 +14,6 @@ from typing import Any
 BUILTIN_BACKENDS = ("inductor", "eager", "aot_eager", "aot_eager_decomp_partition", "cudagraphs")
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DYNAMIC_CHOICES = ("auto", "true", "false")
-PARITY_CHOICES = ("marked", "all", "off")
 
 
 class SettingError(ValueError):
@@ -70,6 +69,16 @@ def _parse_choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
         return text
 
     return parse
+
+
+def _parse_worker_gpus(value: Any) -> str:
+    text = str(value).strip().lower()
+    if text in ("round-robin", "off"):
+        return text
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdigit() for part in parts):
+        raise ValueError("expected round-robin, off, or GPU indices such as 0,0,1,1")
+    return ",".join(parts)
 
 
 def _parse_mode(value: Any) -> str:
@@ -330,8 +339,7 @@ class SessionSettings:
     budgets: str | None = None
     budgets_update: bool = False
     report: str | None = None
-    artifacts: str | None = None
-    parity: str = "marked"
+    worker_gpus: str = "round-robin"
 
 
 SESSION_OPTIONS: tuple[Option, ...] = (
@@ -360,19 +368,13 @@ SESSION_OPTIONS: tuple[Option, ...] = (
         "--compile-report",
     ),
     Option(
-        "artifacts",
-        str,
-        None,
-        "directory for repro scripts and artifacts of failing tests (default: none)",
-        "--compile-artifacts",
-    ),
-    Option(
-        "parity",
-        _parse_choice(PARITY_CHOICES),
-        "marked",
-        "which tests are cross-checked: marked (tests marked or using the compile_parity fixture), "
-        "all, off (default: marked)",
-        "--compile-parity",
+        "worker_gpus",
+        _parse_worker_gpus,
+        "round-robin",
+        "under pytest-xdist, the GPU each worker runs its CUDA tests on: round-robin (worker i "
+        "uses GPU i mod count), off (the device fixture lists every GPU), or indices such as "
+        "0,0,1,1 (worker i uses entry i mod length) (default: round-robin)",
+        "--compile-worker-gpus",
     ),
 )
 

@@ -56,6 +56,21 @@ def run(name: str, args: list[str], logs: Path, timeout: int) -> tuple[str, str,
     return name, (closing[-1] if closing else f"exit {status}"), seconds
 
 
+def _verdicts(report: Path) -> set[tuple[str, str]]:
+    """(test id with its CUDA index dropped, verdict) pairs of a --compile-report file.
+
+    With -n 0 the device fixture lists cuda:0, cuda:1, ...; under xdist each worker has one GPU
+    and the id is plain [cuda]; the verdicts must agree either way."""
+    import json
+
+    if not report.exists():
+        return set()
+    tests = json.loads(report.read_text())["tests"]
+    return {
+        (re.sub(r"cuda:\d+", "cuda", nodeid), entry["verdict"]) for nodeid, entry in tests.items()
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=["tests", "examples", "xdist"], default=None)

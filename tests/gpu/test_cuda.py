@@ -115,3 +115,25 @@ def test_cuda_graph_rerecords_are_reported(pytester):
     result = pytester.runpytest("--compile-backend=inductor", "-rA")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*cudagraph re-records*"])
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs two CUDA devices")
+def test_xdist_workers_each_take_their_own_gpu(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.compile_parity(devices=["cuda"])
+        @pytest.mark.parametrize("n", range(8))
+        def test_it(compile_parity, device, n):
+            result = compile_parity(lambda t: t.cos() + n, torch.ones(4, device=device))
+            assert result.compiled.device == device
+        """
+    )
+    result = pytester.runpytest_subprocess("-n", "2", "--compile-backend=inductor", "-p", "xdist")
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(["*GPUs per worker: gw0 -> cuda:0 (*), gw1 -> cuda:1 (*)"])
+    swapped = pytester.runpytest_subprocess(
+        "-n", "2", "--compile-backend=inductor", "--compile-worker-gpus=1,0"
+    )
+    swapped.stdout.fnmatch_lines(["*GPUs per worker: gw0 -> cuda:1 (*), gw1 -> cuda:0 (*)"])
