@@ -105,16 +105,20 @@ def main() -> int:
             ]
             rows.append(run(f"examples {backend}/{mode}", args, logs, options.timeout))
     if options.only in (None, "xdist") and gpus >= 2:
+        verdicts = []
         for workers in ("0", str(gpus)):
+            report = logs / f"report-n{workers}.json"
             args = [
-                "tests/gpu",
+                "examples",
+                "--compile-devices=cuda",
                 "-n",
                 workers,
-                "-rA",
-                "--compile-report",
-                str(logs / f"report-n{workers}.json"),
+                f"--compile-report={report}",
             ]
-            rows.append(run(f"tests/gpu -n {workers}", args, logs, options.timeout))
+            rows.append(run(f"examples on cuda, -n {workers}", args, logs, options.timeout))
+            verdicts.append(_verdicts(report))
+        same = "same verdicts" if verdicts[0] == verdicts[1] else "VERDICTS DIFFER"
+        rows.append((f"-n 0 vs -n {gpus}", f"{same} ({len(verdicts[0])} distinct)", 0.0))
 
     triton = "none"
     try:

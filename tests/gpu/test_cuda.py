@@ -47,7 +47,7 @@ class Block(torch.nn.Module):
     def forward(self, x):
         return self.drop(torch.nn.functional.gelu(self.norm(self.lin(x))))
 
-@pytest.mark.compile_parity(devices=["cuda"])
+@pytest.mark.compile_parity(devices=["cuda:0"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16], ids=str)
 def test_block(compile_parity, device, dtype):
     torch.manual_seed(0)
@@ -55,7 +55,7 @@ def test_block(compile_parity, device, dtype):
     for batch in (8, 8, 16):
         compile_parity(model, torch.randn(batch, 64, device=device, dtype=dtype))
 
-@pytest.mark.compile_parity(devices=["cuda"])
+@pytest.mark.compile_parity(devices=["cuda:0"])
 def test_strided_input_keeps_its_layout(compile_parity, device):
     base = torch.randn(40, 70, device=device)
     x = base[3:, 5::2].t()                       # offset, step, transposed
@@ -84,7 +84,7 @@ def test_reduce_overhead_outputs_are_kept_before_the_next_replay(pytester):
         """
         import pytest, torch
 
-        @pytest.mark.compile_parity(devices=["cuda"], mode="reduce-overhead", backward=False)
+        @pytest.mark.compile_parity(devices=["cuda:0"], mode="reduce-overhead", backward=False)
         def test_it(compile_parity, device):
             first = compile_parity(lambda t: t * 2, torch.ones(8, device=device))
             compile_parity(lambda t: t * 2, torch.full((8,), 5.0, device=device))
@@ -102,7 +102,7 @@ def test_cuda_graph_rerecords_are_reported(pytester):
         def scale(t, w):
             return t * w
 
-        @pytest.mark.compile_parity(devices=["cuda"], mode="reduce-overhead", backward=False)
+        @pytest.mark.compile_parity(devices=["cuda:0"], mode="reduce-overhead", backward=False)
         def test_it(compile_parity, device):
             for step in range(4):
                 weight = torch.full((8,), float(step), device=device)
