@@ -1,0 +1,45 @@
+"""Conv + BatchNorm in train mode: outputs, gradients and running statistics after each call."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from hypothesis import given
+from zoo.models import ConvBN
+
+from pytest_torchcompile import strategies as tcst
+
+
+@pytest.mark.compile_parity
+def test_conv_bn_train(compile_parity, device):
+    torch.manual_seed(0)
+    model = ConvBN().to(device).train()
+    for _ in range(2):  # the second call starts from the running stats the first one left
+        compile_parity(model, torch.randn(4, 3, 8, 8, device=device))
+
+
+@pytest.mark.compile_parity
+def test_conv_bn_channels_last(compile_parity, device):
+    torch.manual_seed(0)
+    model = ConvBN().to(device).train()
+    x = torch.randn(4, 3, 8, 8, device=device).to(memory_format=torch.channels_last)
+    compile_parity(model, x)
+
+
+torch.manual_seed(0)
+MODELS = {dtype: ConvBN().to(dtype).train() for dtype in tcst.FLOAT_DTYPES}
+
+# Train-mode BatchNorm needs more than one value per channel (eager raises otherwise).
+IMAGES = (
+    tcst.shapes(min_dims=3, max_dims=3, min_side=1, max_side=12)
+    .filter(lambda s: math.prod(s) > 1)
+    .map(lambda s: (s[0], 3, s[1], s[2]))
+)
+
+
+@pytest.mark.compile_parity
+@given(x=tcst.tensors(shapes=IMAGES))
+def test_conv_bn_any_image(compile_parity, x):
+    compile_parity(MODELS[x.dtype], x)

@@ -1,0 +1,32 @@
+"""An in-place moving average: the caller's tensor is the result, so it is compared after each call."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given
+from hypothesis import strategies as st
+from zoo.models import ema_update
+
+from pytest_torchcompile import strategies as tcst
+
+
+@pytest.mark.compile_parity(max_graph_breaks=0)
+def test_ema_update(compile_parity, device):
+    torch.manual_seed(0)
+    average = torch.zeros(64, device=device)
+    for _ in range(3):
+        compile_parity(ema_update, average, torch.randn(64, device=device))
+
+
+# The average is updated in place, so it cannot be an expanded view (eager refuses to write one).
+WRITABLE = [kind for kind in tcst.LAYOUT_KINDS if kind != "expanded"]
+
+
+@pytest.mark.compile_parity
+@given(data=st.data(), shape=tcst.shapes(min_dims=1, max_dims=3, max_side=64))
+def test_ema_update_any_input(compile_parity, data, shape):
+    average = data.draw(tcst.tensors(shapes=shape, layouts=WRITABLE), label="average")
+    for step in range(2):
+        value = data.draw(tcst.tensors(dtypes=average.dtype, shapes=shape), label=f"value {step}")
+        compile_parity(ema_update, average, value)

@@ -1,0 +1,24 @@
+"""A whole training step compiled: loss, updated parameters, optimizer state, two steps running."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from zoo.models import small_net, train_step
+
+OPTIMIZERS = {
+    "sgd": lambda params, cuda: torch.optim.SGD(params, lr=0.1, momentum=0.9),
+    "adam": lambda params, cuda: torch.optim.Adam(params, lr=1e-2, capturable=cuda),
+}
+
+
+@pytest.mark.compile_parity
+@pytest.mark.parametrize("optimizer", sorted(OPTIMIZERS))
+def test_train_step(compile_parity, device, optimizer):
+    torch.manual_seed(0)
+    model = small_net().to(device)
+    opt = OPTIMIZERS[optimizer](model.parameters(), device.type == "cuda")
+    x, y = torch.randn(8, 8, device=device), torch.randn(8, 4, device=device)
+    first = compile_parity(train_step, model, opt, x, y)
+    second = compile_parity(train_step, model, opt, x, y)  # from the state the first step left
+    assert second.eager < first.eager
