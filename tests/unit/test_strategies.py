@@ -286,6 +286,13 @@ def test_layout_kinds_that_do_not_fit_the_rank_are_contiguous() -> None:
     assert t.is_contiguous() and t.storage_offset() == 0
 
 
+@pytest.mark.parametrize("shape", [(2, 1, 4, 4), (2, 3, 1, 1), (0, 3, 4, 4), (2, 1, 2, 2, 2)])
+def test_memory_formats_are_drawn_only_where_they_are_not_contiguous(shape: tcst.Shape) -> None:
+    kinds = ("channels_last", "channels_last_3d")
+    with pytest.raises(NoSuchExample):
+        find(tcst.layouts(shape, kinds=kinds), lambda layout: layout != Layout(), settings=FAST)
+
+
 @FAST
 @given(st.data(), st.sampled_from(tcst.LAYOUT_KINDS), tcst.shapes(min_dims=1, max_dims=5))
 def test_layouts_keep_the_values(data: st.DataObject, kind: str, shape: tcst.Shape) -> None:
