@@ -25,15 +25,17 @@ def compile_parity(request: pytest.FixtureRequest) -> Iterator[Checker]:
     """Call it as `compile_parity(model_or_fn, *args, **kwargs)`: eager vs compiled, or fail.
 
     One checker per test: every call (and every Hypothesis example) shares its compile cache,
-    so guards and recompiles behave as in a real program. The test runs in a clean compile
-    world: Dynamo reset, configs, grad mode and default dtype restored afterwards.
+    so guards and recompiles behave as in a real program; in a Hypothesis test, hitting the
+    recompile limit starts a fresh cache instead of running an example eagerly. The test runs
+    in a clean compile world: Dynamo reset, configs, grad mode and default dtype restored.
     """
     from pytest_torchcompile.runner import Checker, isolated
 
     settings = (
         request.node.stash.get(SETTINGS_KEY, None) or request.config.stash[SESSION_TEST_SETTINGS]
     )
-    checker = Checker(settings)
+    examples = getattr(getattr(request.node, "obj", None), "is_hypothesis_test", False) is True
+    checker = Checker(settings, examples=examples)
     request.node.stash[CHECKER_KEY] = checker
     with isolated(checker.accountant):
         yield checker
@@ -53,14 +55,14 @@ def device(request: pytest.FixtureRequest) -> torch.device:
         count = torch.cuda.device_count() if torch.cuda.is_available() else 0
         if count == 0:
             pytest.skip(f"{name}: no CUDA device is visible (torch.cuda.is_available() is False)")
-        if selected.index is None:
-            pinned = worker_gpu(request.config)
-            selected = torch.device(
-                "cuda", pinned if pinned is not None else torch.cuda.current_device()
-            )
+        pinned = worker_gpu(request.config) if selected.index is None else None
+        if pinned is not None:
+            selected = torch.device("cuda", pinned)
+            torch.cuda.set_device(selected)  # this worker's GPU: plain "cuda" lands there too
+        elif selected.index is None:
+            selected = torch.device("cuda", torch.cuda.current_device())
         if selected.index is not None and selected.index >= count:
             pytest.skip(f"{name}: only {count} CUDA device(s) are visible")
-        torch.cuda.set_device(selected)  # code that says plain "cuda" lands there too
     return selected
 
 

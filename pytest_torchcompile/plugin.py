@@ -276,6 +276,7 @@ def _record(item: pytest.Item, checker: Any, verdict: str) -> ParityRecord:
         counts=checker.accountant.counts(),
         largest_errors=sorted(checker.largest_errors.values(), key=lambda e: e["leaf"]),
         wall_time_s=checker.wall_time_s,
+        notes=list(checker.notes),
     )
 
 

@@ -6,7 +6,7 @@ as ordinary report attributes, and `report.py` and `budgets.py` can stay free of
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 
 class GraphRecord(TypedDict):
@@ -72,3 +72,4 @@ class ParityRecord(TypedDict):
     counts: CompileCounts
     largest_errors: list[LeafError]
     wall_time_s: float
+    notes: NotRequired[list[str]]  # what the checker did that the reader should know

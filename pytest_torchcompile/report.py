@@ -80,6 +80,8 @@ def section_text(record: ParityRecord) -> str:
     ]
     if counts["cudagraph_rerecords"]:
         lines += _numbered("cudagraph re-records", counts["cudagraph_rerecords"])
+    if record.get("notes"):
+        lines += _numbered("notes", record.get("notes", []))
     lines += _error_table(record["largest_errors"])
     return "\n".join(lines)
 

@@ -413,9 +413,14 @@ class _Compiled:
 class Checker:
     """The per-test checker behind the `compile_parity` fixture and `assert_compile_parity`."""
 
-    def __init__(self, settings: Settings, accountant: Accountant | None = None) -> None:
+    def __init__(
+        self, settings: Settings, accountant: Accountant | None = None, *, examples: bool = False
+    ) -> None:
         self.settings = settings
         self.accountant = accountant or Accountant()
+        # Hypothesis examples share this checker: the recompile limit starts a fresh cache.
+        self.examples = examples
+        self.notes: list[str] = []  # what the checker did that the report should say
         self.calls = 0
         self.devices_seen: list[str] = []
         self.largest_errors: dict[str, LeafError] = {}
@@ -424,6 +429,7 @@ class Checker:
         # id -> (caller's module, its compiled-side copy); the module is kept so ids stay unique
         self._module_copies: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
         self._backend: Any = None
+        self._recompiles_before_cache = 0  # recompiles counted before the current compile cache
 
     def __call__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> ParityResult:
         """Run `fn(*args, **kwargs)` eagerly and compiled and fail unless they agree."""
@@ -504,24 +510,17 @@ class Checker:
         self.calls += 1
         self._note_devices(fn, args, kwargs)
         module = fn if isinstance(fn, torch.nn.Module) else None
-        entry = self._compiled_for(fn)
         pristine = clone_tree((module, args, dict(kwargs)))
-        compiled_args, compiled_kwargs = clone_tree(
-            (args, dict(kwargs)), self._copies_of_modules((args, dict(kwargs)))
-        )
         backward = self.settings.backward
         rng = _RngState.capture()
-        compiled_result = _run_side(
-            _Side(
-                entry.compiled,
-                entry.module_copy,
-                compiled_args,
-                compiled_kwargs,
-                cudagraphs=self.settings.uses_cudagraphs,
-            ),
-            backward,
-            self.accountant.observe,
+        compiled_result = self._run_compiled(fn, args, kwargs)
+        limit_hit = compiled_result.exception is not None and _compat.is_recompile_limit_error(
+            compiled_result.exception
         )
+        if self.examples and limit_hit:
+            self._start_fresh_cache()
+            rng.restore()
+            compiled_result = self._run_compiled(fn, args, kwargs)
         rng.restore()
         eager_result = _run_side(_Side(fn, module, args, dict(kwargs)), backward, _nothing)
         after_eager = _RngState.capture()
@@ -568,6 +567,50 @@ class Checker:
             counts=self.accountant.counts(),
             report=report,
         )
+
+    def _run_compiled(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> parity.SideResult:
+        """The compiled side, on copies of the caller's inputs and modules (left untouched)."""
+        entry = self._compiled_for(fn)
+        compiled_args, compiled_kwargs = clone_tree(
+            (args, dict(kwargs)), self._copies_of_modules((args, dict(kwargs)))
+        )
+        side = _Side(
+            entry.compiled,
+            entry.module_copy,
+            compiled_args,
+            compiled_kwargs,
+            cudagraphs=self.settings.uses_cudagraphs,
+        )
+        return _run_side(side, self.settings.backward, self.accountant.observe)
+
+    def _start_fresh_cache(self) -> None:
+        """Hypothesis examples filled Dynamo's cache up to its recompile limit: start a new one.
+
+        Examples draw far more shapes, dtypes and layouts than one program sees, so the limit
+        says little about the code under test; running the example eagerly would hide it. The
+        recompiles stay counted (a max_recompiles budget judges them after the last example),
+        the refused compile is not an eager fallback, and the report says what happened.
+        """
+        self.accountant.excuse_last_call()
+        recompiles = len(self.accountant.counts()["recompiles"])
+        budget = self.settings.max_recompiles
+        verdict = (
+            f"max_recompiles={budget} (from {self.settings.source('max_recompiles')}) judges the "
+            "recompiles of all examples"
+            if budget is not None
+            else "no max_recompiles budget is set, so recompiles do not fail the test"
+        )
+        self.notes.append(
+            f"recompile limit ({_compat.recompile_limit_setting()}) hit after "
+            f"{recompiles - self._recompiles_before_cache} recompiles at checker call "
+            f"{self.calls}: started a fresh compile cache; {verdict}"
+        )
+        self._recompiles_before_cache = recompiles
+        _compat.reset_dynamo()
+        self._compiled.clear()
+        self._module_copies.clear()
 
     def _raise_compile_failure(
         self, compiled: BaseException | None, eager: BaseException | None
