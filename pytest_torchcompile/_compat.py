@@ -281,27 +281,34 @@ def strict_recompile_limit() -> dict[str, Any]:
 
 
 @contextmanager
-def cudagraph_rerecordings() -> Iterator[list[str]]:
-    """'function: reason' for each CUDA graph that cudagraph trees re-record during the block.
+def cudagraph_recordings() -> Iterator[list[tuple[str, str]]]:
+    """(function, reason) for each CUDA graph cudagraph trees record during the block.
 
-    Inductor only states why it re-records at debug level, so the block raises its CUDA-graph
-    logger to debug and keeps those records to itself, unless the user asked for them already
+    The reason is "" for a plain recording and Inductor's explanation for a re-recording.
+    Inductor only logs these at debug level, so the block raises its CUDA-graph logger to debug
+    and keeps the records to itself, unless the user asked for them already
     (TORCH_LOGS=cudagraphs), in which case they also go where the user sent them.
     """
     import logging
+    import re
 
     from torch._inductor import cudagraph_trees
 
     logger = cudagraph_trees.log
-    found: list[str] = []
+    found: list[tuple[str, str]] = []
+    pending: dict[str, str] = {}  # function -> why it is about to be recorded again
 
     class Keep(logging.Handler):
         def emit(self, record: logging.LogRecord) -> None:
             text = record.getMessage()
-            if "Re-recording function=" in text:
-                found.append(
-                    text.split("Re-recording function=", 1)[1].replace(", mode=", " (mode ")
-                )
+            rerecord = re.search(r"Re-recording function=(.*?), mode=.*?, reason=(.*)", text, re.S)
+            if rerecord:
+                pending[rerecord.group(1)] = rerecord.group(2).strip()
+                return
+            recording = re.search(r"\bRecording function=(.*?), mode=", text)
+            if recording:
+                function = recording.group(1)
+                found.append((function, pending.pop(function, "")))
 
     handler = Keep(logging.DEBUG)
     level, propagate = logger.level, logger.propagate

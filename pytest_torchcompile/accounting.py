@@ -120,6 +120,7 @@ class Accountant:
         self._chain_recompiled = False
         self._fallbacks_before_call: set[tuple[str, str]] = set()
         self._rerecords: list[str] = []  # CUDA graphs recorded again, with the reason
+        self._recorded: set[str] = set()  # functions cudagraph trees recorded at least once
 
     # --- what the runner calls -------------------------------------------------------------------
 
@@ -141,7 +142,7 @@ class Accountant:
         self._observed += 1
         self._fallbacks_before_call = set(self._fallbacks)
         try:
-            with _compat.dynamo_records() as seen, _compat.cudagraph_rerecordings() as rerecords:
+            with _compat.dynamo_records() as seen, _compat.cudagraph_recordings() as recordings:
                 yield
         except BaseException as exc:
             self._take(seen, raised=_compat.exception_compile_ids(exc))
@@ -150,7 +151,15 @@ class Accountant:
             self._take(seen, raised=set())
         finally:
             self._depth -= 1
-            self._rerecords += rerecords
+            self._take_recordings(recordings)
+
+    def _take_recordings(self, recordings: list[tuple[str, str]]) -> None:
+        """A function's second and later CUDA-graph recordings are re-records: count them."""
+        for function, reason in recordings:
+            if function in self._recorded or reason:
+                why = reason or "recorded again (new input shapes or a new graph)"
+                self._rerecords.append(f"{function}: {why}")
+            self._recorded.add(function)
 
     def excuse_last_call(self) -> None:
         """Forget the eager fallbacks of the last observed call: it raised just as eager did.

@@ -8,6 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import torch
+
+ON_A_GPU = pytest.mark.skipif(
+    torch.cuda.is_available(), reason="counts the skipped [cuda] case of a CPU-only machine (CI)"
+)
 
 BUDGETS = "compile-budgets.json"
 BREAK = "    torch._dynamo.graph_break()"
@@ -94,6 +99,7 @@ def entries(step: Step) -> dict[str, dict[str, int]]:
     return {node: devices["cpu"] for node, devices in tests.items()}
 
 
+@ON_A_GPU
 def test_the_ratchet_records_fails_a_new_break_says_to_lower_and_lowers(
     pytester: pytest.Pytester,
 ) -> None:
@@ -147,6 +153,7 @@ def test_the_ratchet_records_fails_a_new_break_says_to_lower_and_lowers(
     assert "torch.compile" not in steady.stdout.str()
 
 
+@ON_A_GPU
 def test_the_ratchet_under_xdist_writes_the_same_bytes_and_reaches_the_same_verdicts(
     pytester: pytest.Pytester,
 ) -> None:

@@ -6,10 +6,11 @@ import json
 from importlib import resources
 from typing import Any
 
-import jsonschema
 import pytest
 
 from pytest_torchcompile import report
+
+jsonschema = pytest.importorskip("jsonschema")  # a test-only dependency (the dev extra)
 
 # One test per kind of entry: graph breaks on every device, a recompile, a parity failure from a
 # backend that adds 1e-3 to every output, a test that is not a parity test at all.
@@ -50,6 +51,8 @@ def test_plain():
 
 WRONG_BACKEND = """
 import torch
+
+jsonschema = pytest.importorskip("jsonschema")  # a test-only dependency (the dev extra)
 
 
 def off_by_a_thousandth(gm, example_inputs):

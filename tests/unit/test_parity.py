@@ -365,12 +365,28 @@ def test_transposed_output_fails_with_check_strides_and_passes_without() -> None
     e = torch.randn(4, 6)
     c = e.t().contiguous().t()
     fails(
-        r"strides \(dims of size > 1\): eager \(6, 1\), compiled \(1, 4\)"
+        r"memory layout \(strides\): eager \(6, 1\), compiled \(1, 4\)"
         r"(?s:.*)check_strides=False",
         side(e),
         side(c),
     )
     passes(side(e), side(c), options=CompareOptions(check_strides=False))
+
+
+def test_padded_rows_keep_the_layout_and_pass() -> None:
+    """Inductor pads rows for alignment on CUDA (row stride 16 for 10 columns): same layout."""
+    e = torch.randn(16, 10)
+    c = torch.empty_strided((16, 10), (16, 1)).copy_(e)
+    passes(side(e), side(c))
+
+
+def test_a_materialized_broadcast_changes_the_layout() -> None:
+    e = torch.randn(1, 5).expand(3, 5)
+    fails(
+        r"memory layout \(strides\): eager \(0, 1\), compiled \(5, 1\)",
+        side(e),
+        side(e.contiguous()),
+    )
 
 
 def test_strides_of_size_one_dims_and_empty_tensors_are_ignored() -> None:

@@ -10,7 +10,6 @@ import sys
 from importlib import resources
 from typing import Any
 
-import jsonschema
 import pytest
 
 from pytest_torchcompile import __version__, records, report
@@ -23,6 +22,8 @@ from pytest_torchcompile.report import (
     section_text,
     summary_lines,
 )
+
+jsonschema = pytest.importorskip("jsonschema")  # a test-only dependency (the dev extra)
 
 ATTENTION = "tests/test_model.py::test_attention[cpu]"
 

@@ -107,6 +107,12 @@ def test_cli_error_names_the_flag():
 
 def test_session_settings():
     session = session_from_config(*_config({"worker_gpus": "1,0"}, {"compile_budgets": "b.json"}))
-    assert (session.worker_gpus, session.budgets, session.budgets_update) == ("1,0", "b.json", False)
-    with pytest.raises(SettingError, match=r"--compile-worker-gpus='some' from --compile-worker-gpus"):
+    assert (session.worker_gpus, session.budgets, session.budgets_update) == (
+        "1,0",
+        "b.json",
+        False,
+    )
+    with pytest.raises(
+        SettingError, match=r"--compile-worker-gpus='some' from --compile-worker-gpus"
+    ):
         session_from_config(*_config({"worker_gpus": "some"}, {}))
