@@ -7,6 +7,7 @@ changes what goes in or comes out.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -124,3 +125,158 @@ def corrupt_output_on_cuda(gm: torch.fx.GraphModule, example_inputs: Sequence[An
         return wrong(*args) if on_cuda else gm(*args)
 
     return run
+
+
+# --- wrong only for some inputs: the corners Hypothesis must reach (issue 4) ---
+
+
+def _tensor_args(args: Sequence[Any]) -> list[torch.Tensor]:
+    return [a for a in args if isinstance(a, torch.Tensor)]
+
+
+def _skewed(out: Any) -> Any:
+    """Every element visibly wrong in any dtype: finite values scaled and shifted, the rest 0."""
+    if not isinstance(out, torch.Tensor):
+        return out
+    if out.dtype == torch.bool:
+        return ~out
+    if not (out.is_floating_point() or out.is_complex()):
+        return out + 1
+    return torch.where(out.isfinite(), out * 1.25 + 0.5, torch.zeros_like(out))
+
+
+def _wrong_when(gm: torch.fx.GraphModule, bad: Callable[[torch.Tensor], bool]) -> Compiled:
+    """The graph, with every output skewed in calls where some tensor input is `bad`."""
+
+    def run(*args: Any) -> Any:
+        outs = _as_list(gm(*args))
+        if any(bad(t) for t in _tensor_args(args)):
+            return [_skewed(out) for out in outs]
+        return outs
+
+    return run
+
+
+def wrong_for_non_contiguous(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Wrong when an input is not contiguous: a kernel that assumes dense row-major inputs."""
+    return _wrong_when(gm, lambda t: not t.is_contiguous())
+
+
+def wrong_for_storage_offset(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Wrong when an input starts past the beginning of its storage: a kernel that ignores it."""
+    return _wrong_when(gm, lambda t: t.storage_offset() != 0)
+
+
+def wrong_for_zero_strides(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Wrong when an input is expanded (stride 0 over a dimension longer than 1)."""
+    return _wrong_when(
+        gm, lambda t: any(s == 0 and n > 1 for s, n in zip(t.stride(), t.shape, strict=True))
+    )
+
+
+def wrong_for_channels_last(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Wrong when a 4-D input is channels_last (and so not contiguous)."""
+    return _wrong_when(
+        gm,
+        lambda t: (
+            t.dim() == 4
+            and not t.is_contiguous()
+            and t.is_contiguous(memory_format=torch.channels_last)
+        ),
+    )
+
+
+def wrong_for_size_one(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Wrong when an input has a dimension of size 1: a broadcast special case gone wrong."""
+    return _wrong_when(gm, lambda t: 1 in t.shape)
+
+
+def wrong_for_half_precision(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Wrong when an input is float16 or bfloat16: a reduced-precision kernel gone wrong."""
+    return _wrong_when(gm, lambda t: t.dtype in (torch.float16, torch.bfloat16))
+
+
+def wrong_for_non_finite(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Wrong when an input holds NaN or an infinity: fast-math that assumes finite values."""
+    return _wrong_when(
+        gm, lambda t: (t.is_floating_point() or t.is_complex()) and not bool(t.isfinite().all())
+    )
+
+
+def crash_for_empty(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Raises when an input has no elements, as a kernel launched on an empty grid might."""
+
+    def run(*args: Any) -> Any:
+        if any(t.numel() == 0 for t in _tensor_args(args)):
+            raise RuntimeError("planted: kernel launched with an empty grid")
+        return gm(*args)
+
+    return run
+
+
+def wrong_tail_unless_multiple_of_16(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Compiled:
+    """Vectorized by 16 with a wrong remainder loop: an output's last numel % 16 elements (in
+    row-major order) are off, so only outputs whose numel is a multiple of 16 are right."""
+
+    def run(*args: Any) -> Any:
+        outs = _as_list(gm(*args))
+        for i, out in enumerate(outs):
+            tail = out.numel() % 16 if isinstance(out, torch.Tensor) else 0
+            if tail and out.is_floating_point():
+                flat_tail = torch.zeros(out.numel(), dtype=out.dtype, device=out.device)
+                flat_tail[-tail:] = 1
+                outs[i] = out + flat_tail.reshape(out.shape)
+        return outs
+
+    return run
+
+
+def wrong_for_dynamic_shapes(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Graphs traced with symbolic sizes (dynamic shapes) are wrong; static graphs are right."""
+    if any(isinstance(e, torch.SymInt) for e in example_inputs):
+        return _wrong_when(gm, lambda t: True)
+    return gm
+
+
+class _WrongAfterRecompile:
+    """A backend whose first graph is right and every later one wrong: with one compiled
+    function per test, exactly the graphs that recompiles produce.
+
+    torch._dynamo.reset() calls a backend's reset(); the plugin resets Dynamo at each test's
+    start and end and when it starts a fresh compile cache.
+    """
+
+    def __init__(self) -> None:
+        self._graphs = 0
+
+    def __call__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+        self._graphs += 1
+        return gm if self._graphs == 1 else _wrong_when(gm, lambda t: True)
+
+    def reset(self) -> None:
+        self._graphs = 0
+
+
+wrong_after_recompile = _WrongAfterRecompile()
+
+
+def stale_cache(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Each graph remembers its first result for given input shapes and dtypes, and returns it
+    again for a later call with the same shapes but new values."""
+    seen: dict[tuple[Any, ...], Any] = {}
+
+    def run(*args: Any) -> Any:
+        key = tuple((tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a for a in args)
+        if key not in seen:
+            seen[key] = gm(*args)
+        return seen[key]
+
+    return run
+
+
+def slow_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Right, but each compile takes 0.3 s: longer than Hypothesis's default 200 ms deadline."""
+    time.sleep(0.3)
+    return gm

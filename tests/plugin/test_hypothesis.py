@@ -22,6 +22,8 @@ def test_sizes(compile_parity, n):
     compile_parity(double, torch.ones(n))
 """
 
+CI = "--hypothesis-profile=parity-ci"  # the same examples every run (see conftest.py)
+
 FRESH_CACHE = (
     "*recompile limit (torch._dynamo.config.recompile_limit=8) hit after 7 recompiles at checker "
     "call *: started a fresh compile cache; {verdict}"
@@ -33,11 +35,11 @@ def _record(pytester, nodeid):
     return report["tests"][nodeid]
 
 
-def test_the_recompile_limit_starts_a_fresh_cache_and_says_so(pytester):
+def test_the_recompile_limit_starts_a_fresh_cache_and_says_so(hypothesis_pytester):
     # dynamic=False: each new size is a recompile, so 30 sizes hit the limit of 8 three times.
-    pytester.makepyfile(SIZES.format(marker="dynamic=False"))
-    result = pytester.runpytest(
-        "--compile-backend=eager", "--compile-report=report.json", "-rP", "--hypothesis-seed=0"
+    hypothesis_pytester.makepyfile(SIZES.format(marker="dynamic=False"))
+    result = hypothesis_pytester.runpytest(
+        "--compile-backend=eager", "--compile-report=report.json", "-rP", CI
     )
     result.assert_outcomes(passed=1)
     verdict = "no max_recompiles budget is set, so recompiles do not fail the test"
@@ -46,19 +48,18 @@ def test_the_recompile_limit_starts_a_fresh_cache_and_says_so(pytester):
     )
     result.stdout.no_fnmatch_line("*eagerly*")
     # The counts cover every example: all calls, every recompile, no eager fallback.
-    examples = (pytester.path / "examples.txt").read_text().split()
-    record = _record(
-        pytester, "test_the_recompile_limit_starts_a_fresh_cache_and_says_so.py::test_sizes"
-    )
+    examples = (hypothesis_pytester.path / "examples.txt").read_text().split()
+    nodeid = "test_the_recompile_limit_starts_a_fresh_cache_and_says_so.py::test_sizes"
+    record = _record(hypothesis_pytester, nodeid)
     assert record["calls"] == len(examples) > 24
     assert record["counts"]["fallbacks"] == 0
     assert record["counts"]["recompiles"] > 2 * 7  # counted across the three caches
     result.stdout.fnmatch_lines([f"passed on cpu after {len(examples)} checker call(s):*"])
 
 
-def test_with_a_recompile_budget_the_budget_judges_all_examples(pytester):
-    pytester.makepyfile(SIZES.format(marker="dynamic=False, max_recompiles=20"))
-    result = pytester.runpytest("--compile-backend=eager", "--hypothesis-seed=0")
+def test_with_a_recompile_budget_the_budget_judges_all_examples(hypothesis_pytester):
+    hypothesis_pytester.makepyfile(SIZES.format(marker="dynamic=False, max_recompiles=20"))
+    result = hypothesis_pytester.runpytest("--compile-backend=eager", CI)
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -76,9 +77,9 @@ def test_with_a_recompile_budget_the_budget_judges_all_examples(pytester):
     result.stdout.no_fnmatch_line("*Falsifying example*")
 
 
-def test_a_budget_that_holds_passes(pytester):
-    pytester.makepyfile(SIZES.format(marker="dynamic=False, max_recompiles=40"))
-    result = pytester.runpytest("--compile-backend=eager", "--hypothesis-seed=0")
+def test_a_budget_that_holds_passes(hypothesis_pytester):
+    hypothesis_pytester.makepyfile(SIZES.format(marker="dynamic=False, max_recompiles=40"))
+    result = hypothesis_pytester.runpytest("--compile-backend=eager", CI)
     result.assert_outcomes(passed=1)
 
 
@@ -104,9 +105,9 @@ def test_outside_hypothesis_the_recompile_limit_still_fails(pytester):
     result.stdout.no_fnmatch_line("*fresh compile cache*")
 
 
-def test_slow_compiles_meet_no_deadline_and_no_health_check(pytester):
+def test_slow_compiles_meet_no_deadline_and_no_health_check(hypothesis_pytester):
     # Each compile takes 0.3 s, over Hypothesis's 200 ms deadline; the fixture is function-scoped.
-    pytester.makepyfile(
+    hypothesis_pytester.makepyfile(
         """
         import pytest, torch
         from hypothesis import given, settings, strategies as st
@@ -118,20 +119,16 @@ def test_slow_compiles_meet_no_deadline_and_no_health_check(pytester):
             compile_parity(lambda t: t + 1, torch.ones(n))
         """
     )
-    result = pytester.runpytest(
-        "--compile-backend=planted:slow_compile", "--compile-report=report.json"
+    result = hypothesis_pytester.runpytest(
+        "--compile-backend=planted:slow_compile", "--compile-report=report.json", CI
     )
     result.assert_outcomes(passed=1)
-    assert (
-        _record(pytester, "test_slow_compiles_meet_no_deadline_and_no_health_check.py::test_slow")[
-            "calls"
-        ]
-        == 5
-    )  # the test's own settings are kept
+    nodeid = "test_slow_compiles_meet_no_deadline_and_no_health_check.py::test_slow"
+    assert _record(hypothesis_pytester, nodeid)["calls"] == 5  # the test's own settings hold
 
 
-def test_inputs_reach_the_compiled_side_with_their_layout(pytester):
-    pytester.makepyfile(
+def test_inputs_reach_the_compiled_side_with_their_layout(hypothesis_pytester):
+    hypothesis_pytester.makepyfile(
         """
         import pytest, torch
         from hypothesis import given, settings, strategies as st
@@ -149,9 +146,6 @@ def test_inputs_reach_the_compiled_side_with_their_layout(pytester):
             assert result.compiled[1:] == (x.stride(), x.storage_offset())
         """
     )
-    outcomes = pytester.runpytest(
-        "--compile-backend=aot_eager", "--hypothesis-seed=0"
-    ).parseoutcomes()
-    assert (
-        outcomes.get("passed", 0) >= 1 and "failed" not in outcomes
-    )  # cuda is skipped without one
+    result = hypothesis_pytester.runpytest("--compile-backend=aot_eager", CI)
+    outcomes = result.parseoutcomes()  # cuda:N is skipped where there is no GPU
+    assert outcomes["passed"] >= 1 and "failed" not in outcomes
