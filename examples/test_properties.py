@@ -1,0 +1,87 @@
+"""Property-based parity tests: Hypothesis draws the inputs, compile_parity checks each one.
+
+The strategies draw what hand-written tests rarely build: every float dtype, sizes of 0 and 1
+and around vector widths, transposed, sliced, offset, expanded and channels_last layouts, and now
+and then NaN, infinities and extremes. All examples of a test share one compile cache, as calls
+of a real program do, so they also drive guards, recompiles and dynamic shapes.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from models import MLP, ConvBN
+
+from pytest_torchcompile import strategies as tcst
+
+# Hypothesis runs 100 examples by default, and nearly every example here is a new dtype, rank,
+# layout or specialized size, so a recompile. An inductor compile takes seconds on a CPU (forward
+# and backward for a model), so 100 examples would take minutes per test; 6 keep this file to a
+# couple of minutes on a small CPU. Raise it where compiles are cheap or time is plentiful
+# (aot_eager, a GPU runner, a nightly job).
+FEW = settings(max_examples=6)
+
+# The channel count is fixed by the model; batch and spatial sizes are drawn (at least 1: a
+# convolution needs a position to slide over).
+IMAGES = tcst.shapes(min_dims=4, max_dims=4, min_side=1).map(lambda s: (s[0], 3, *s[2:]))
+
+
+def softmax(t: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(t, dim=-1)
+
+
+# --- op level: one function, inputs of any dtype, shape and layout ----------------------------
+
+
+@pytest.mark.compile_parity
+@FEW
+@given(x=tcst.tensors())
+def test_softmax(compile_parity, x):
+    compile_parity(softmax, x)
+
+
+@pytest.mark.compile_parity
+@FEW
+@given(xs=tcst.tensor_groups(2))  # two tensors of one dtype with broadcastable shapes
+def test_gelu_gate(compile_parity, xs):
+    compile_parity(lambda a, b: torch.nn.functional.gelu(a) * b, *xs)
+
+
+@pytest.mark.compile_parity
+@FEW
+@given(shapes=tcst.shape_sequences(), data=st.data())
+def test_softmax_over_a_sequence_of_calls(compile_parity, shapes, data):
+    """Shapes that change one dimension at a time: recompiles, dynamic shapes and cache hits.
+
+    Draw every input before the first call, so a failing call never changes what is drawn.
+    """
+    dtype = data.draw(tcst.float_dtypes())
+    inputs = [data.draw(tcst.tensors(dtypes=dtype, shapes=shape)) for shape in shapes]
+    for x in inputs:
+        compile_parity(softmax, x)
+
+
+# --- model level: a module, inputs on every device, forward and backward -----------------------
+
+
+@pytest.mark.compile_parity
+@FEW
+@given(data=st.data())
+def test_conv_bn(compile_parity, device, data):
+    x = data.draw(tcst.tensors(shapes=IMAGES, device=device))
+    torch.manual_seed(0)
+    model = ConvBN().to(device=device, dtype=x.dtype).eval()
+    compile_parity(model, x)
+
+
+@pytest.mark.compile_parity
+@FEW
+@given(data=st.data())
+def test_mlp(compile_parity, device, data):
+    rows = tcst.shapes(min_dims=1, max_dims=2, min_side=1).map(lambda s: (*s, 32))
+    x = data.draw(tcst.tensors(shapes=rows, device=device))
+    torch.manual_seed(0)
+    model = MLP().to(device=device, dtype=x.dtype).eval()
+    compile_parity(model, x)
