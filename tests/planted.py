@@ -280,3 +280,31 @@ def slow_compile(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Com
     """Right, but each compile takes 0.3 s: longer than Hypothesis's default 200 ms deadline."""
     time.sleep(0.3)
     return gm
+
+
+# --- metadata and mode bugs of the model zoo benchmark (benchmarks/zoo) ---
+
+
+def wrong_output_strides(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Right values, wrong memory layout: outputs of two or more dimensions come back with their
+    last two dimensions swapped in memory, as a layout pass choosing its own output strides might
+    leave them (a later .view() then fails, or a custom kernel reads the wrong elements)."""
+
+    def run(*args: Any) -> Any:
+        return [
+            out.transpose(-2, -1).contiguous().transpose(-2, -1)
+            if isinstance(out, torch.Tensor) and out.dim() >= 2
+            else out
+            for out in _as_list(gm(*args))
+        ]
+
+    return run
+
+
+def wrong_under_no_grad(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Graphs compiled with gradients off (inference: weights frozen into constants, BatchNorm
+    folded) are wrong; training graphs are right. Dynamo guards on grad mode, so a call under
+    torch.no_grad() gets its own graph."""
+    if torch.is_grad_enabled():
+        return gm
+    return _wrong_when(gm, lambda t: True)
