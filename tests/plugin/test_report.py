@@ -52,9 +52,6 @@ def test_plain():
 WRONG_BACKEND = """
 import torch
 
-jsonschema = pytest.importorskip("jsonschema")  # a test-only dependency (the dev extra)
-
-
 def off_by_a_thousandth(gm, example_inputs):
     def run(*args):
         return [out + 1e-3 if isinstance(out, torch.Tensor) else out for out in gm(*args)]
