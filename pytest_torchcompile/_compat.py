@@ -7,7 +7,9 @@ an internal breaks one place, with a clear error, instead of many.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
+import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -280,45 +282,91 @@ def strict_recompile_limit() -> dict[str, Any]:
 # --- CUDA graphs (lead) ---
 
 
-@contextmanager
-def cudagraph_recordings() -> Iterator[list[tuple[str, str]]]:
-    """(function, reason) for each CUDA graph cudagraph trees record during the block.
+@dataclasses.dataclass(frozen=True)
+class CudagraphRecording:
+    """One CUDA graph cudagraph trees recorded."""
 
-    The reason is "" for a plain recording and Inductor's explanation for a re-recording.
-    Inductor only logs these at debug level, so the block raises its CUDA-graph logger to debug
-    and keeps the records to itself, unless the user asked for them already
-    (TORCH_LOGS=cudagraphs), in which case they also go where the user sent them.
+    compile_id: str  # "0/1"; Inductor names every graph's partitions alike, this tells them apart
+    function: str  # Inductor's name for the recorded function, e.g. "partition_0"
+    mode: str  # "FORWARD", "BACKWARD" or "INFERENCE" (torch 2.11: from the autograd state)
+    reason: str  # Inductor's reason when it re-records a function it had recorded, else ""
+    sizes: (
+        str  # its tensor inputs' sizes, "[8], [2, 8]": a dynamic-shape graph records one per size
+    )
+
+
+@dataclasses.dataclass
+class CudagraphEvents:
+    """What cudagraph trees did during a block, read from Inductor's "cudagraphs" log."""
+
+    recordings: list[CudagraphRecording] = dataclasses.field(default_factory=list)
+    skips: list[str] = dataclasses.field(default_factory=list)  # "skipping cudagraphs due to ..."
+
+
+_COMPILE_ID = r"\[(?P<compile_id>[^\]]+)\] "
+# torch 2.11 logs "Recording function=F, cuda_graph_id=..."; 2.13 adds "mode=M, " after F.
+_RECORDING = re.compile(
+    _COMPILE_ID + r"Recording function=(?P<function>[^,]+),(?: mode=(?P<mode>\w+),)?"
+)
+_RERECORDING = re.compile(
+    _COMPILE_ID
+    + r"Re-recording function=(?P<function>[^,]+),(?: mode=(?P<mode>\w+),)? reason=(?P<why>.*)",
+    re.S,
+)
+_INPUT_SIZE = re.compile(r"Tensor\(size=(\[[^\]]*\])")
+_SKIP = re.compile(r"skipping cudagraphs due to (?P<why>.*)", re.S)
+
+
+def _autograd_phase() -> str:
+    """ "BACKWARD" inside a backward pass, else "FORWARD": torch 2.11 logs no mode, and names a
+    graph's forward and backward functions alike."""
+    return "BACKWARD" if torch._C._current_graph_task_id() != -1 else "FORWARD"
+
+
+@contextmanager
+def cudagraph_events() -> Iterator[CudagraphEvents]:
+    """The CUDA graphs cudagraph trees records, re-records or skips during the block.
+
+    Inductor only logs recordings at debug level, so the block lowers its CUDA-graph loggers to
+    debug and reads every record; only those the user's logging settings would have shown
+    (TORCH_LOGS=cudagraphs, or warnings) go on to the user's handlers.
     """
     import logging
-    import re
 
-    from torch._inductor import cudagraph_trees
+    from torch._inductor import cudagraph_trees, cudagraph_utils
 
-    logger = cudagraph_trees.log
-    found: list[tuple[str, str]] = []
-    pending: dict[str, str] = {}  # function -> why it is about to be recorded again
+    events = CudagraphEvents()
+    pending: dict[tuple[str, str, str], str] = {}  # (compile id, function, mode) -> why
 
-    class Keep(logging.Handler):
-        def emit(self, record: logging.LogRecord) -> None:
-            text = record.getMessage()
-            rerecord = re.search(r"Re-recording function=(.*?), mode=.*?, reason=(.*)", text, re.S)
-            if rerecord:
-                pending[rerecord.group(1)] = rerecord.group(2).strip()
-                return
-            recording = re.search(r"\bRecording function=(.*?), mode=", text)
-            if recording:
-                function = recording.group(1)
-                found.append((function, pending.pop(function, "")))
+    def keep(record: logging.LogRecord) -> None:
+        text = record.getMessage()
+        if match := _RERECORDING.search(text):
+            key = match["compile_id"], match["function"], match["mode"] or _autograd_phase()
+            pending[key] = " ".join(match["why"].split())
+        elif match := _RECORDING.search(text):
+            key = match["compile_id"], match["function"], match["mode"] or _autograd_phase()
+            sizes = ", ".join(_INPUT_SIZE.findall(text))
+            events.recordings.append(CudagraphRecording(*key, pending.pop(key, ""), sizes))
+        elif match := _SKIP.search(text):
+            events.skips.append(" ".join(match["why"].split()))
 
-    handler = Keep(logging.DEBUG)
-    level, propagate = logger.level, logger.propagate
-    user_enabled = logger.isEnabledFor(logging.DEBUG)
-    logger.addHandler(handler)
-    logger.setLevel(logging.DEBUG)
-    logger.propagate = user_enabled and propagate
+    saved: list[tuple[logging.Logger, int, Callable[[logging.LogRecord], bool]]] = []
+    for logger in (cudagraph_trees.log, getattr(cudagraph_utils, "cudagraphs_log", None)):
+        if logger is None:
+            continue
+        gate = functools.partial(_gate, keep, logger.getEffectiveLevel())
+        saved.append((logger, logger.level, gate))
+        logger.addFilter(gate)
+        logger.setLevel(logging.DEBUG)
     try:
-        yield found
+        yield events
     finally:
-        logger.removeHandler(handler)
-        logger.setLevel(level)
-        logger.propagate = propagate
+        for logger, level, installed in saved:
+            logger.removeFilter(installed)
+            logger.setLevel(level)
+
+
+def _gate(keep: Callable[[Any], None], shown: int, record: Any) -> bool:
+    """A log filter: every record goes to keep(); only those the user's settings showed go on."""
+    keep(record)
+    return bool(record.levelno >= shown)

@@ -20,7 +20,7 @@ import os
 import re
 import sysconfig
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,7 +120,9 @@ class Accountant:
         self._chain_recompiled = False
         self._fallbacks_before_call: set[tuple[str, str]] = set()
         self._rerecords: list[str] = []  # CUDA graphs recorded again, with the reason
-        self._recorded: set[str] = set()  # functions cudagraph trees recorded at least once
+        self._recorded: set[tuple[str, str, str]] = set()  # (compile id, function, mode)
+        self._cudagraph_skips: list[str] = []  # why Inductor ran a graph without CUDA graphs
+        self._module_label: str | None = None  # the module observe() is calling, if any
 
     # --- what the runner calls -------------------------------------------------------------------
 
@@ -129,20 +131,32 @@ class Accountant:
         return _CountingBackend(inner, self._graphs)
 
     @contextmanager
-    def observe(self) -> Iterator[None]:
+    def observe(
+        self, module: torch.nn.Module | None = None, cudagraphs: bool = False
+    ) -> Iterator[None]:
         """Around a compiled call (or its backward): attribute what Dynamo does to this test.
 
+        `module` is the nn.Module being called, if any: Dynamo compiles it through a wrapper
+        frame inside torch, which the report names after the module's forward instead.
+        `cudagraphs`: the call may use CUDA graphs, so their recordings are read too (which costs
+        milliseconds per call, so other calls skip it).
         Exceptions pass through unchanged; a compile failure that reaches the caller is an error
         the caller sees, so it is not counted as an eager fallback.
         """
         if self._depth:
             yield
             return
+        self._module_label = _module_label(module) if module is not None else None
         self._depth += 1
         self._observed += 1
         self._fallbacks_before_call = set(self._fallbacks)
         try:
-            with _compat.dynamo_records() as seen, _compat.cudagraph_recordings() as recordings:
+            with (
+                _compat.dynamo_records() as seen,
+                _compat.cudagraph_events()
+                if cudagraphs
+                else nullcontext(_compat.CudagraphEvents()) as graphs,
+            ):
                 yield
         except BaseException as exc:
             self._take(seen, raised=_compat.exception_compile_ids(exc))
@@ -151,15 +165,21 @@ class Accountant:
             self._take(seen, raised=set())
         finally:
             self._depth -= 1
-            self._take_recordings(recordings)
+            self._take_cudagraph_events(graphs)
 
-    def _take_recordings(self, recordings: list[tuple[str, str]]) -> None:
-        """A function's second and later CUDA-graph recordings are re-records: count them."""
-        for function, reason in recordings:
-            if function in self._recorded or reason:
-                why = reason or "recorded again (new input shapes or a new graph)"
-                self._rerecords.append(f"{function}: {why}")
-            self._recorded.add(function)
+    def _take_cudagraph_events(self, events: _compat.CudagraphEvents) -> None:
+        """A graph's second and later CUDA-graph recordings are re-records: count them."""
+        for recording in events.recordings:
+            key = recording.compile_id, recording.function, recording.mode
+            if key in self._recorded or recording.reason:
+                why = recording.reason or f"recorded again for inputs of sizes {recording.sizes}"
+                backward = " (backward)" if recording.mode == "BACKWARD" else ""
+                graph = f"{recording.function}{backward} of {self._label_of(recording.compile_id)}"
+                self._rerecords.append(f"{graph} [{recording.compile_id}]: {why}")
+            self._recorded.add(key)
+        for skip in events.skips:
+            if skip not in self._cudagraph_skips:
+                self._cudagraph_skips.append(skip)
 
     def excuse_last_call(self) -> None:
         """Forget the eager fallbacks of the last observed call: it raised just as eager did.
@@ -199,6 +219,7 @@ class Accountant:
             recompiles=list(self._recompiles),
             fallbacks=fallbacks,
             cudagraph_rerecords=list(self._rerecords),
+            cudagraph_skips=list(self._cudagraph_skips),
             compile_time_s=self._compile_time_s,
         )
 
@@ -255,6 +276,8 @@ class Accountant:
             root = _root_of(event.code_name, event.filename)
             if not _RESUME.match(event.code_name):
                 self._root_labels[root] = _frame_label(root[1], event.filename, event.firstlineno)
+                if self._module_label and not _is_user_file(event.filename):
+                    self._root_labels[root] = self._module_label
             self._frame_labels[event.frame_id] = self._root_labels.get(
                 root, _frame_label(root[1], event.filename, None)
             )
@@ -332,6 +355,19 @@ def _path(filename: str) -> str:
     return os.path.relpath(filename) if filename.startswith(here) else filename
 
 
+def _is_user_file(filename: str) -> bool:
+    return not os.path.realpath(filename).startswith(_NOT_USER_DIRS)
+
+
+def _module_label(module: torch.nn.Module) -> str:
+    """ "Block.forward (models.py:12)": where a module's code starts, for its wrapper frame."""
+    forward = type(module).forward
+    code = getattr(forward, "__code__", None)
+    if code is None:
+        return f"{type(module).__name__}.forward"
+    return _frame_label(f"{type(module).__name__}.forward", code.co_filename, code.co_firstlineno)
+
+
 def _frame_label(name: str, filename: str, firstlineno: int | None) -> str:
     where = _path(filename) if firstlineno is None else f"{_path(filename)}:{firstlineno}"
     return f"{name} ({where})"
@@ -339,7 +375,7 @@ def _frame_label(name: str, filename: str, firstlineno: int | None) -> str:
 
 def _user_frames(stack: tuple[tuple[str, int], ...]) -> list[str]:
     """file:line of the stack's frames in user code (not torch, not the standard library)."""
-    user = [f for f in stack if not os.path.realpath(f[0]).startswith(_NOT_USER_DIRS)]
+    user = [f for f in stack if _is_user_file(f[0])]
     return [f"{_path(filename)}:{lineno}" for filename, lineno in user or stack[-1:]]
 
 

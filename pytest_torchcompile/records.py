@@ -55,7 +55,8 @@ class CompileCounts(TypedDict):
     graph_breaks: list[BreakRecord]
     recompiles: list[RecompileRecord]
     fallbacks: list[FallbackRecord]
-    cudagraph_rerecords: list[str]
+    cudagraph_rerecords: list[str]  # "<function> of <frame> [compile id]: why", one per re-record
+    cudagraph_skips: list[str]  # Inductor's reasons for running a graph without CUDA graphs
     compile_time_s: float
 
 

@@ -80,6 +80,8 @@ def section_text(record: ParityRecord) -> str:
     ]
     if counts["cudagraph_rerecords"]:
         lines += _numbered("cudagraph re-records", counts["cudagraph_rerecords"])
+    if counts["cudagraph_skips"]:
+        lines += _numbered("cudagraphs skipped", counts["cudagraph_skips"])
     if record.get("notes"):
         lines += _numbered("notes", record.get("notes", []))
     lines += _error_table(record["largest_errors"])
@@ -223,6 +225,7 @@ def _test_entry(
         "recompiles": [dict(r) for r in counts["recompiles"]],
         "fallbacks": [dict(f) for f in counts["fallbacks"]],
         "cudagraph_rerecords": list(counts["cudagraph_rerecords"]),
+        "cudagraph_skips": list(counts["cudagraph_skips"]),
         "largest_errors": [
             {"leaf": e["leaf"], "max_abs": _finite(e["max_abs"]), "max_rel": _finite(e["max_rel"])}
             for e in record["largest_errors"]

@@ -9,6 +9,7 @@ Dynamo cache) sees the whole sequence of calls, guards and recompiles as a real 
 from __future__ import annotations
 
 import copy
+import functools
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -583,7 +584,12 @@ class Checker:
             compiled_kwargs,
             cudagraphs=self.settings.uses_cudagraphs,
         )
-        return _run_side(side, self.settings.backward, self.accountant.observe)
+        around = functools.partial(
+            self.accountant.observe,
+            module=entry.module_copy,
+            cudagraphs=self.settings.uses_cudagraphs,
+        )
+        return _run_side(side, self.settings.backward, around)
 
     def _start_fresh_cache(self) -> None:
         """Hypothesis examples filled Dynamo's cache up to its recompile limit: start a new one.

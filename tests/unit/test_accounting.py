@@ -381,3 +381,18 @@ def test_recompile_categories(guard: str, category: str) -> None:
     from pytest_torchcompile.accounting import _category, _guard_text
 
     assert _category(_guard_text(guard)) == category
+
+
+def test_a_compiled_torch_module_is_named_after_its_forward_not_dynamos_wrapper() -> None:
+    # Dynamo enters a module whose forward lives in torch through a wrapper frame of its own
+    # (torch/_dynamo/external_utils.py); the report names the module instead.
+    module = torch.nn.Sequential(torch.nn.ReLU())
+    with compile_world() as accountant:
+        inner = _compat.inner_backend("eager", None, None)
+        compiled_module = torch.compile(module, backend=accountant.backend(inner))
+        with accountant.observe(module=module):
+            compiled_module(torch.ones(3))
+    (graph,) = accountant.counts()["graphs"]
+    line = torch.nn.Sequential.forward.__code__.co_firstlineno
+    assert graph["frame"].startswith("Sequential.forward (")
+    assert graph["frame"].endswith(f"container.py:{line})")

@@ -56,6 +56,7 @@ def counts(breaks: int = 0, recompiles: int = 0, fallbacks: int = 0) -> CompileC
             for i in range(fallbacks)
         ],
         "cudagraph_rerecords": [],
+        "cudagraph_skips": [],
         "compile_time_s": 0.5,
     }
 

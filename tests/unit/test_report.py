@@ -65,6 +65,7 @@ def record(
             for _ in range(fallbacks)
         ],
         "cudagraph_rerecords": [],
+        "cudagraph_skips": [],
         "compile_time_s": compile_time_s,
     }
     return {
