@@ -2,6 +2,7 @@
 
     python scripts/gpu_suite.py                 # everything below, on every visible GPU
     python scripts/gpu_suite.py --only tests    # one step (tests, examples, xdist)
+    python scripts/gpu_suite.py --only examples --runs inductor/reduce-overhead
 
 CI has no GPU, so this is how the CUDA paths are exercised: the test suite (its CUDA tests run
 here instead of skipping), the examples on CUDA under every torch.compile mode the plugin
@@ -29,6 +30,10 @@ EXAMPLE_RUNS = [
 ]
 
 
+def _log_name(name: str) -> str:
+    return f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.log"
+
+
 def run(name: str, args: list[str], logs: Path, timeout: int) -> tuple[str, str, float]:
     """Run pytest with `args`; return (name, pytest's closing line, seconds)."""
     started = time.perf_counter()
@@ -45,15 +50,23 @@ def run(name: str, args: list[str], logs: Path, timeout: int) -> tuple[str, str,
         )
         output, status = done.stdout + done.stderr, done.returncode
     except subprocess.TimeoutExpired as exc:
-        output, status = f"{exc.stdout or ''}\nTIMED OUT after {timeout}s", -1
+        partial = exc.stdout or b""  # bytes even with text=True
+        text = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
+        output, status = f"{text}\nTIMED OUT after {timeout}s", -1
     seconds = time.perf_counter() - started
-    (logs / f"{re.sub(r'[^A-Za-z0-9_.-]', '_', name)}.log").write_text(output)
+    (logs / _log_name(name)).write_text(output)
     closing = [
         line.strip("= ")
         for line in output.splitlines()
         if re.search(r"\d+ (passed|failed|error)", line)
     ]
     return name, (closing[-1] if closing else f"exit {status}"), seconds
+
+
+def _lines(logs: Path, name: str, text: str) -> list[str]:
+    """The lines of run `name`'s log that contain `text`."""
+    log = logs / _log_name(name)
+    return [line for line in log.read_text().splitlines() if text in line] if log.exists() else []
 
 
 def _verdicts(report: Path) -> set[tuple[str, str]]:
@@ -75,7 +88,20 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", choices=["tests", "examples", "xdist"], default=None)
     parser.add_argument("--workers", type=int, default=8, help="xdist workers for the test suite")
+    parser.add_argument(
+        "--runs",
+        nargs="+",
+        default=[f"{backend}/{mode}" for backend, mode in EXAMPLE_RUNS],
+        metavar="BACKEND/MODE",
+        help="the example runs to make (default: all five)",
+    )
     parser.add_argument("--timeout", type=int, default=540, help="seconds per pytest run")
+    parser.add_argument(
+        "--paths",
+        nargs="+",
+        default=["examples"],
+        help="what the examples and xdist steps run (default: examples)",
+    )
     options = parser.parse_args()
 
     import torch
@@ -94,9 +120,9 @@ def main() -> int:
             )
         )
     if options.only in (None, "examples"):
-        for backend, mode in EXAMPLE_RUNS:
+        for backend, mode in (spec.split("/", 1) for spec in options.runs):
             args = [
-                "examples",
+                *options.paths,
                 f"--compile-backend={backend}",
                 f"--compile-mode={mode}",
                 "--compile-devices=cuda",
@@ -109,24 +135,27 @@ def main() -> int:
         for workers in ("0", str(gpus)):
             report = logs / f"report-n{workers}.json"
             args = [
-                "examples",
+                *options.paths,
                 "--compile-devices=cuda",
                 "-n",
                 workers,
                 f"--compile-report={report}",
             ]
-            rows.append(run(f"examples on cuda, -n {workers}", args, logs, options.timeout))
+            name = f"examples on cuda, -n {workers}"
+            rows.append(run(name, args, logs, options.timeout))
             verdicts.append(_verdicts(report))
+            pinning = _lines(logs, name, "GPUs per worker:")
+            if pinning:
+                rows.append(("  pinning", pinning[-1].strip(), 0.0))
         same = "same verdicts" if verdicts[0] == verdicts[1] else "VERDICTS DIFFER"
         rows.append((f"-n 0 vs -n {gpus}", f"{same} ({len(verdicts[0])} distinct)", 0.0))
 
-    triton = "none"
-    try:
-        import triton
+    from importlib import metadata
 
-        triton = triton.__version__
-    except ImportError:
-        pass
+    try:
+        triton = metadata.version("triton")
+    except metadata.PackageNotFoundError:
+        triton = "none"
     names = sorted({torch.cuda.get_device_name(i) for i in range(gpus)}) or ["no GPU"]
     print(
         f"\nGPU: {gpus} x {', '.join(names)}; torch {torch.__version__}; Triton {triton}; "
