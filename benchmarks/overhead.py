@@ -10,8 +10,7 @@ For each example model it times, in one process and one run (so the ratios are c
 A passing check runs the compiled side, the eager side and both backwards, and copies inputs
 and module state for the next steps; the float64 reference, the one-ulp nudge and a second
 eager run happen only when a leaf fails the plain tolerance, which these correct backends never
-do. So the steady-state ratio should be a little over 2: about one eager run and the copies on
-top of the compiled run.
+do. Results and what they mean: BENCHMARKS.md.
 """
 
 from __future__ import annotations

@@ -27,6 +27,9 @@ WRITABLE = [kind for kind in tcst.LAYOUT_KINDS if kind != "expanded"]
 @given(data=st.data(), shape=tcst.shapes(min_dims=1, max_dims=3, max_side=64))
 def test_ema_update_any_input(compile_parity, data, shape):
     average = data.draw(tcst.tensors(shapes=shape, layouts=WRITABLE), label="average")
-    for step in range(2):
-        value = data.draw(tcst.tensors(dtypes=average.dtype, shapes=shape), label=f"value {step}")
+    values = [  # all drawn before the first call, as the README recommends
+        data.draw(tcst.tensors(dtypes=average.dtype, shapes=shape), label=f"value {step}")
+        for step in range(2)
+    ]
+    for value in values:
         compile_parity(ema_update, average, value)
