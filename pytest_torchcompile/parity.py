@@ -75,6 +75,7 @@ class SideResult:
     exception: BaseException | None  # what the call raised, if anything
     after: dict[str, Any]  # named state after the call, ordered; keys are display names
     grads: dict[str, Any]  # "grad of input 0" -> Tensor or None
+    raised_in_backward: bool = False  # the exception came from the backward, not the call
 
 
 @dataclass(frozen=True)
@@ -235,7 +236,10 @@ class _Comparer:
             # RuntimeError); code catching what eager raised catches this too.
             note = f"both raised {_type_name(e)}"
             return note if type(c) is type(e) else f"{note} (compiled: {_type_name(c)})"
-        body = f"exception: eager {_outcome(e)}, compiled {_outcome(c)}"
+        body = (
+            f"exception: eager {_outcome(e, eager.raised_in_backward)}, "
+            f"compiled {_outcome(c, compiled.raised_in_backward)}"
+        )
         self._fail("exception", body, "exception", eager_value=e)
         return ""
 
@@ -426,7 +430,7 @@ class _Comparer:
         if section == "exception":
             if type(again.exception) is type(eager_value):
                 return ""
-            how = f"a second eager run {_outcome(again.exception)}"
+            how = f"a second eager run {_outcome(again.exception, again.raised_in_backward)}"
         elif again.exception is not None:
             how = f"a second eager run raised {_exc_text(again.exception)}"
         else:
@@ -576,8 +580,10 @@ def _exc_text(exc: BaseException) -> str:
     return text
 
 
-def _outcome(exc: BaseException | None) -> str:
-    return "returned normally" if exc is None else f"raised {_exc_text(exc)}"
+def _outcome(exc: BaseException | None, in_backward: bool = False) -> str:
+    if exc is None:
+        return "returned normally"
+    return f"raised {'in the backward ' if in_backward else ''}{_exc_text(exc)}"
 
 
 def _context_suffix(context: str) -> str:

@@ -346,7 +346,9 @@ def _run_side(side: _Side, backward: bool, around: Callable[[], Any]) -> parity.
                 )
                 _synchronize()
         except Exception as exc:
-            return parity.SideResult(output=output, exception=exc, after={}, grads={})
+            return parity.SideResult(
+                output=output, exception=exc, after={}, grads={}, raised_in_backward=True
+            )
         grads = {
             name: None if g is None else g.detach()
             for name, g in zip(targets, computed, strict=True)

@@ -66,6 +66,30 @@ def corrupt_gradient(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) ->
     return run
 
 
+class _RaiseInBackward(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, x: torch.Tensor) -> torch.Tensor:
+        return x.view_as(x)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("planted: the compiled backward failed")
+
+
+def raise_in_backward(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Forward is right; the backward raises, as a wrong stride assertion in it would."""
+
+    def run(*args: Any) -> Any:
+        args = list(args)
+        for i, arg in enumerate(args):
+            if isinstance(arg, torch.Tensor) and arg.requires_grad:
+                args[i] = _RaiseInBackward.apply(arg)
+                break
+        return gm(*args)
+
+    return run
+
+
 def drop_input_mutation(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
     """Runs the graph on copies of the user's inputs, so their in-place updates are lost."""
     user = [not name.startswith("l_self") for name in _placeholders(gm)]

@@ -18,6 +18,26 @@ def test_raising_only_when_compiled_fails(pytester):
     result.stdout.fnmatch_lines(["*ParityError*", "*eager returned normally*RuntimeError*planted*"])
 
 
+def test_a_backward_raising_only_when_compiled_fails_and_says_backward(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.compile_parity
+        def test_it(compile_parity):
+            compile_parity(lambda x: x.sin(), torch.ones(2, requires_grad=True))
+        """
+    )
+    result = pytester.runpytest("--compile-backend=planted:raise_in_backward")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ParityError*",
+            "*eager returned normally, compiled raised in the backward RuntimeError: planted*",
+        ]
+    )
+
+
 def test_both_sides_raising_alike_reraise_the_eager_exception(pytester):
     pytester.makepyfile(
         """
