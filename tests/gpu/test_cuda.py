@@ -123,10 +123,23 @@ def test_cuda_graphs_recorded_again_and_skipped_are_reported(pytester):
                 compile_parity(bump, torch.ones(8, device=device))
             skips = compile_parity.accountant.counts()["cudagraph_skips"]
             assert skips and "mutated inputs" in skips[0], skips
+
+        @pytest.mark.compile_parity(devices=["cuda:0"], mode="reduce-overhead", dynamic=True)
+        def test_module(compile_parity, device):
+            # A graph's forward and backward are each recorded once per size; on torch 2.11
+            # Inductor names both partition_0, and neither first recording is a re-record.
+            model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()).to(device)
+            for batch in (4, 5):
+                for _ in range(2):
+                    compile_parity(model, torch.randn(batch, 8, device=device))
+            rerecords = compile_parity.accountant.counts()["cudagraph_rerecords"]
+            assert len(rerecords) == 2, rerecords
+            assert rerecords[0].startswith("partition_0 of Sequential.forward (")
+            assert rerecords[1].startswith("partition_0 (backward) of Sequential.forward (")
         """
     )
     result = pytester.runpytest("--compile-backend=inductor", "-rA")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=3)
     result.stdout.fnmatch_lines(
         [
             "*cudagraph re-records (3):",
