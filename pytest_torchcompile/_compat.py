@@ -290,9 +290,8 @@ class CudagraphRecording:
     function: str  # Inductor's name for the recorded function, e.g. "partition_0"
     mode: str  # "FORWARD", "BACKWARD" or "INFERENCE" (torch 2.11: from the autograd state)
     reason: str  # Inductor's reason when it re-records a function it had recorded, else ""
-    sizes: (
-        str  # its tensor inputs' sizes, "[8], [2, 8]": a dynamic-shape graph records one per size
-    )
+    # Its tensor inputs' sizes, "[8], [2, 8]": a dynamic-shape graph records one graph per size.
+    sizes: str
 
 
 @dataclasses.dataclass
@@ -318,8 +317,8 @@ _SKIP = re.compile(r"skipping cudagraphs due to (?P<why>.*)", re.S)
 
 
 def _autograd_phase() -> str:
-    """ "BACKWARD" inside a backward pass, else "FORWARD": torch 2.11 logs no mode, and names a
-    graph's forward and backward functions alike."""
+    """Which pass is running, BACKWARD or FORWARD: torch 2.11 logs no mode with a recording and
+    names a graph's forward and backward functions alike."""
     return "BACKWARD" if torch._C._current_graph_task_id() != -1 else "FORWARD"
 
 

@@ -360,7 +360,7 @@ def _is_user_file(filename: str) -> bool:
 
 
 def _module_label(module: torch.nn.Module) -> str:
-    """ "Block.forward (models.py:12)": where a module's code starts, for its wrapper frame."""
+    """The label of a module's forward, e.g. Block.forward (models.py:12), for its wrapper frame."""
     forward = type(module).forward
     code = getattr(forward, "__code__", None)
     if code is None:
