@@ -4,9 +4,6 @@ tests/plugin/test_hypothesis_planted.py runs them in pytester against planted wr
 (each must be caught) and correct ones (all must pass). Run them directly with any backend:
 
     pytest tests/plugin/hypothesis_properties.py --compile-backend=inductor --hypothesis-seed=0
-
-On torch 2.13's CPU Inductor, test_conv_block fails there: a real Inductor bug it found (a
-float16 conv backward after a recompile), kept as tests/plugin/test_found_bugs.py.
 """
 
 from __future__ import annotations
