@@ -52,18 +52,25 @@ class _ScaleGrad(torch.autograd.Function):
         return grad * 1.01
 
 
-def corrupt_gradient(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
-    """Forward is right; the gradient flowing into the graph's first differentiable input is 1% off."""
+def _through_first_differentiable(
+    gm: torch.fx.GraphModule, function: type[torch.autograd.Function]
+) -> Compiled:
+    """Runs the graph with its first input that requires grad passed through `function` first."""
 
     def run(*args: Any) -> Any:
         args = list(args)
         for i, arg in enumerate(args):
             if isinstance(arg, torch.Tensor) and arg.requires_grad:
-                args[i] = _ScaleGrad.apply(arg)
+                args[i] = function.apply(arg)
                 break
         return gm(*args)
 
     return run
+
+
+def corrupt_gradient(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Forward is right; the gradient flowing into the graph's first differentiable input is 1% off."""
+    return _through_first_differentiable(gm, _ScaleGrad)
 
 
 class _RaiseInBackward(torch.autograd.Function):
@@ -78,16 +85,7 @@ class _RaiseInBackward(torch.autograd.Function):
 
 def raise_in_backward(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
     """Forward is right; the backward raises, as a wrong stride assertion in it would."""
-
-    def run(*args: Any) -> Any:
-        args = list(args)
-        for i, arg in enumerate(args):
-            if isinstance(arg, torch.Tensor) and arg.requires_grad:
-                args[i] = _RaiseInBackward.apply(arg)
-                break
-        return gm(*args)
-
-    return run
+    return _through_first_differentiable(gm, _RaiseInBackward)
 
 
 def drop_input_mutation(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
