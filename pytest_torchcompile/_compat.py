@@ -84,6 +84,15 @@ def config_restore(snapshot: tuple[dict[str, Any], dict[str, Any]]) -> None:
                 setattr(module, key, value)
 
 
+def map_module_tensors(
+    module: torch.nn.Module, fn: Callable[[torch.Tensor], torch.Tensor]
+) -> torch.nn.Module:
+    """Replace every parameter, buffer and gradient of `module` by `fn` of it, in place, as
+    `module.to()` does: parameters keep their identity and take on the new tensor's storage."""
+    applied: torch.nn.Module = module._apply(fn)  # type: ignore[no-untyped-call]
+    return applied
+
+
 # --- compile failures (lead) ---
 
 
@@ -99,6 +108,43 @@ def is_graph_break_error(exc: BaseException) -> bool:
     from torch._dynamo import exc as dynamo_exc
 
     return isinstance(exc, dynamo_exc.Unsupported)
+
+
+def _compile_wrappers() -> tuple[type[BaseException], ...]:
+    from torch._dynamo import exc as dynamo_exc
+    from torch._inductor import exc as inductor_exc
+
+    lowering = getattr(inductor_exc, "LoweringException", None)
+    return (dynamo_exc.TorchDynamoException, *([lowering] if lowering else []))
+
+
+def is_compile_wrapper(exc: BaseException) -> bool:
+    """An exception torch.compile raised itself (Dynamo, AOTAutograd or Inductor), not user code."""
+    return isinstance(exc, _compile_wrappers())
+
+
+def user_exception(exc: BaseException) -> BaseException:
+    """The exception the user's code raised, under Dynamo's and Inductor's wrappers.
+
+    Dynamo re-raises a user's error while tracing as TorchRuntimeError, whose __context__ is an
+    Unsupported whose __cause__ is the original; BackendCompilerFailed keeps it as
+    `inner_exception`; InternalTorchDynamoError re-raises `from None`, keeping it as __context__.
+    A wrapper with nothing inside (a genuine compiler failure) is returned as it is.
+    """
+    wrappers = _compile_wrappers()
+    seen: set[int] = set()
+    current = exc
+    while isinstance(current, wrappers) and id(current) not in seen:
+        seen.add(id(current))
+        inner = getattr(current, "inner_exception", None)
+        following = inner if isinstance(inner, BaseException) else None
+        following = following or current.__cause__ or current.__context__
+        if following is None:
+            break
+        current = following
+    if isinstance(current, wrappers):  # nothing but wrappers: the compiler's own failure
+        return exc
+    return current
 
 
 # --- accounting (helper "accounting") ---

@@ -27,3 +27,10 @@ class EagerFallbackError(CompileParityFailure):
 
 class UnusedCheckerError(CompileParityFailure):
     """A test marked compile_parity that never called the checker."""
+
+
+class UncopyableInputError(TypeError):
+    """The checker cannot copy the module or an input; the message names it and what to do.
+
+    A misuse, not a verdict on the compiler, so it is no AssertionError.
+    """

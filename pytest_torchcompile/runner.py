@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import inspect
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -25,6 +26,7 @@ from pytest_torchcompile.errors import (
     GraphBreakBudgetExceeded,
     ParityError,
     RecompileLimitExceeded,
+    UncopyableInputError,
 )
 from pytest_torchcompile.records import CompileCounts, LeafError
 from pytest_torchcompile.settings import Settings, apply, load_backend_callable
@@ -86,28 +88,112 @@ def clone_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
 
     torch's own deepcopy of a tensor copies its storage once per deepcopy call and rebuilds the
     view, so `x` and `x[1:]` stay views of one copied storage. Non-leaf tensors (which deepcopy
-    refuses) are copied detached, keeping requires_grad, as a fresh leaf. Objects already in
-    `memo` are replaced by what it maps them to.
+    refuses) are copied detached, keeping requires_grad, as a fresh leaf; sparse and other
+    non-strided tensors (which have no storage to share) are cloned. Objects already in `memo`
+    are replaced by what it maps them to. What cannot be copied at all raises
+    UncopyableInputError naming it.
     """
     memo = {} if memo is None else memo
     for leaf in _leaves(tree):
-        if isinstance(leaf, torch.Tensor) and leaf.grad_fn is not None:
+        if not isinstance(leaf, torch.Tensor) or id(leaf) in memo:
+            continue
+        if leaf.layout != torch.strided:
+            memo[id(leaf)] = leaf.detach().clone().requires_grad_(leaf.requires_grad)
+        elif leaf.grad_fn is not None:
             memo[id(leaf)] = copy.deepcopy(leaf.detach(), memo).requires_grad_(leaf.requires_grad)
-    return copy.deepcopy(tree, memo)
+    try:
+        return copy.deepcopy(tree, memo)
+    except Exception as exc:
+        raise UncopyableInputError(_uncopyable(tree, exc)) from exc
+
+
+def _uncopyable(tree: Any, exc: Exception) -> str:
+    """Which part of `tree` deepcopy refused, why the checker copies, and what to do instead."""
+    culprit = next(_uncopyable_parts(tree, "the call's inputs"), None)
+    what = f"{culprit[0]} ({type(culprit[1]).__qualname__})" if culprit else "the call's inputs"
+    advice = (
+        "pass the values it would produce (a list or a tensor) instead"
+        if culprit and inspect.isgenerator(culprit[1])
+        else "keep it out of the module and the inputs (for example at module level), or give "
+        "its class a __deepcopy__"
+    )
+    return (
+        f"compile_parity cannot copy {what}: {type(exc).__name__}: {exc}. The checker runs the "
+        "compiled side on copies of the module and inputs, so both sides start from the same "
+        f"state and your objects end as a plain call leaves them; {advice}."
+    )
+
+
+def _uncopyable_parts(value: Any, name: str) -> Iterator[tuple[str, Any]]:
+    """(name, value) of each smallest part of `value` that deepcopy refuses, outermost first."""
+    try:
+        copy.deepcopy(value)
+        return
+    except Exception:
+        pass
+    if isinstance(value, torch.nn.Module):
+        for path, module in value.named_modules():
+            for attr, item in vars(module).items():
+                if attr not in ("_parameters", "_buffers", "_modules"):
+                    where = f"attribute {attr!r} of module {path or type(value).__name__!r}"
+                    yield from _uncopyable_parts(item, where)
+        return
+    children = _children_of(value)
+    if children is None:
+        yield name, value
+        return
+    for label, child in children:
+        yield from _uncopyable_parts(child, label)
+
+
+def _children_of(value: Any) -> list[tuple[str, Any]] | None:
+    if isinstance(value, tuple) and len(value) == 3 and isinstance(value[2], dict):
+        module, args, kwargs = value  # the (module, args, kwargs) of a call
+        parts = [("the module", module)] if module is not None else []
+        return parts + _named_inputs(args, kwargs)
+    if isinstance(value, (tuple, list)):
+        return [(f"item {i}", item) for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        return [(f"key {key!r}", item) for key, item in value.items()]
+    return None
+
+
+class Unfaithful(Exception):
+    """A re-run could not rebuild the call exactly, so the rule that needed it is not applied."""
 
 
 def upcast_tree(tree: Any) -> Any:
-    """A copy with floating tensors and modules in float64 (complex in complex128), for the reference."""
+    """A copy with floating tensors and modules in float64 (complex in complex128), for the reference.
+
+    Each floating storage is upcast once and every tensor on it becomes a view of that one
+    float64 storage with its own sizes, strides and offset: inputs that alias each other or a
+    module's parameters alias in the reference run too, as they did in the real call.
+    """
     copied = clone_tree(tree)
+    upcast: dict[tuple[int, int], tuple[torch.dtype, torch.Tensor]] = {}
+
+    def tensor(t: torch.Tensor) -> torch.Tensor:
+        target = _UPCAST.get(t.dtype)
+        if target is None:
+            return t
+        storage = t.untyped_storage() if t.layout == torch.strided else None
+        if storage is None or storage.nbytes() == 0:
+            return t.detach().to(target).requires_grad_(t.requires_grad)
+        key = storage.data_ptr(), storage.nbytes()
+        seen = upcast.get(key)
+        if seen is None:
+            flat = torch.empty(0, dtype=t.dtype, device=t.device).set_(storage)
+            seen = upcast[key] = (t.dtype, flat.detach().to(target))
+        elif seen[0] != t.dtype:
+            raise Unfaithful(f"one storage is viewed both as {seen[0]} and as {t.dtype}")
+        view = seen[1].as_strided(t.shape, t.stride(), t.storage_offset())
+        return view.detach().requires_grad_(t.requires_grad)
 
     def convert(obj: Any) -> Any:
         if isinstance(obj, torch.Tensor):
-            target = _UPCAST.get(obj.dtype)
-            if target is None:
-                return obj
-            return obj.detach().to(target).requires_grad_(obj.requires_grad)
+            return tensor(obj)
         if isinstance(obj, torch.nn.Module):
-            return obj.to(torch.float64)
+            return _compat.map_module_tensors(obj, tensor)
         if isinstance(obj, (tuple, list)):
             converted = [convert(item) for item in obj]
             return type(obj)(converted) if isinstance(obj, list) else _rebuild_tuple(obj, converted)
@@ -130,12 +216,10 @@ def nudged_tree(tree: Any) -> Any:
     seen: set[int] = set()
     with torch.no_grad():
         for tensor in _tensors_within(copied):
+            if not tensor.is_floating_point() or tensor.layout != torch.strided:
+                continue  # sparse values are left as they are: no storage to nudge
             storage = tensor.untyped_storage()
-            if (
-                not tensor.is_floating_point()
-                or storage.data_ptr() in seen
-                or storage.nbytes() == 0
-            ):
+            if storage.data_ptr() in seen or storage.nbytes() == 0:
                 continue
             seen.add(storage.data_ptr())
             flat = torch.empty(0, dtype=tensor.dtype, device=tensor.device).set_(storage)
@@ -323,6 +407,7 @@ class _Side:
 
 def _run_side(side: _Side, backward: bool, around: Callable[[], Any]) -> parity.SideResult:
     """Call, then backward with the shared cotangents; exceptions become part of the result."""
+    __tracebackhide__ = True  # an exception re-raised from here is the user's
     targets = _grad_targets(side.module, side.args, side.kwargs) if backward else {}
     try:
         with around():
@@ -425,6 +510,7 @@ class Checker:
         self.examples = examples
         self.notes: list[str] = []  # what the checker did that the report should say
         self.calls = 0
+        self.rejected = 0  # Hypothesis examples rejected because eager raised on them
         self.devices_seen: list[str] = []
         self.largest_errors: dict[str, LeafError] = {}
         self.wall_time_s = 0.0
@@ -556,13 +642,14 @@ class Checker:
             perturbed=rerun(nudged_tree),
         )
         errors = self._record_errors(report)
+        self.notes += [note for note in report.notes if note not in self.notes]
         self.wall_time_s += time.perf_counter() - started
         self._raise_compile_failure(compiled_result.exception, eager_result.exception)
         if not report.ok:
             raise ParityError(report.failure_message() + self._inputs_note(args, kwargs))
         if eager_result.exception is not None:
             self.accountant.excuse_last_call()
-            raise eager_result.exception  # both sides raised alike: behave like the plain call
+            self._eager_rejected(eager_result.exception, args, kwargs)
         return ParityResult(
             eager=eager_result.output,
             compiled=compiled_result.output,
@@ -625,7 +712,10 @@ class Checker:
     ) -> None:
         """A compiler refusal under fullgraph or the recompile limit is a budget verdict, not parity."""
         __tracebackhide__ = True
-        if compiled is None or (eager is not None and isinstance(compiled, type(eager))):
+        if compiled is None or (
+            eager is not None
+            and isinstance(_compat.user_exception(compiled), type(_compat.user_exception(eager)))
+        ):
             return
         if _compat.is_recompile_limit_error(compiled):
             raise RecompileLimitExceeded(
@@ -637,6 +727,35 @@ class Checker:
                 f"fullgraph=True (from {self.settings.source('fullgraph')}) but the program has a "
                 f"graph break: {_first_line(compiled)}\n{self._context()}"
             ) from compiled
+
+    def _eager_rejected(
+        self, exc: BaseException, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> None:
+        """Both sides raised alike: the input is outside what the program accepts.
+
+        Re-raise eager's exception, as the plain call would, with a note that says so and how to
+        keep such inputs out; under reject_eager_errors a Hypothesis example is rejected instead.
+        """
+        __tracebackhide__ = True
+        if self.settings.reject_eager_errors and self.examples:
+            from hypothesis import reject
+
+            self.rejected += 1
+            reject()
+        source = self.settings.source("reject_eager_errors")
+        lines = [
+            "pytest-torchcompile: eager itself raised this on the call's inputs, and the compiled "
+            "run raised alike, so this is the program rejecting its input, not a miscompile.",
+            *self._inputs_note(args, kwargs).splitlines()[1:],
+            *(f"  {hint}" for hint in _exclusion_hints(args, kwargs)),
+        ]
+        if self.examples:
+            lines.append(
+                "  To treat inputs eager rejects as no example at all (hypothesis.reject()), mark "
+                f"the test compile_parity(reject_eager_errors=True) (now {source})."
+            )
+        exc.add_note("\n".join(lines))
+        raise exc
 
     def _note_devices(self, fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
         tensors = [leaf for leaf in _leaves((args, dict(kwargs))) if isinstance(leaf, torch.Tensor)]
@@ -675,11 +794,16 @@ class Checker:
     def _inputs_note(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
         from pytest_torchcompile.strategies import describe
 
-        lines = [
-            f"  {name}: {describe(value)}"
-            for name, value in _named_inputs(args, kwargs)
-            if isinstance(value, torch.Tensor)
-        ]
+        lines: list[str] = []
+        owners: dict[int, str] = {}  # storage address -> the first input on it
+        for name, value in _named_inputs(args, kwargs):
+            if not isinstance(value, torch.Tensor):
+                continue
+            line = f"  {name}: {describe(value)}"
+            if value.layout == torch.strided and value.untyped_storage().nbytes():
+                owner = owners.setdefault(value.untyped_storage().data_ptr(), name)
+                line += f" (shares storage with {owner})" if owner != name else ""
+            lines.append(line)
         return "\nInputs:\n" + "\n".join(lines) if lines else ""
 
     def finish(self) -> None:
@@ -692,6 +816,36 @@ class Checker:
             fullgraph=self.settings.fullgraph,
             source={name: self.settings.source(name) for name in names},
         )
+
+
+def _exclusion_hints(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[str]:
+    """For each unusual property of a tensor input, the strategy argument that excludes it."""
+    hints: list[str] = []
+    for name, value in _named_inputs(args, kwargs):
+        if not isinstance(value, torch.Tensor) or value.layout != torch.strided:
+            continue
+        found: list[str] = []
+        if any(s == 0 and n > 1 for s, n in zip(value.stride(), value.shape, strict=True)):
+            found.append(
+                "is expanded (stride 0: in-place ops reject it): draw it with tcst.tensors("
+                "layouts=[k for k in tcst.LAYOUT_KINDS if k != 'expanded'])"
+            )
+        if value.numel() == 0:
+            found.append("is empty: draw it with tcst.shapes(min_side=1)")
+        elif 1 in value.shape:
+            found.append(
+                "has a dimension of size 1: draw it with tcst.shapes(min_side=2) if the program "
+                "needs more"
+            )
+        if (value.is_floating_point() or value.is_complex()) and not bool(value.isfinite().all()):
+            found.append("holds NaN or an infinity: draw it with tcst.tensors(specials=False)")
+        if value.dtype in (torch.float16, torch.bfloat16):
+            found.append(
+                f"is {value.dtype}: draw it with tcst.float_dtypes(sizes=(32, 64)) if the program "
+                "does not support half precision"
+            )
+        hints += [f"{name} {what}" for what in found]
+    return hints
 
 
 def _first_line(exc: BaseException) -> str:

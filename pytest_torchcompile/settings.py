@@ -235,6 +235,13 @@ TEST_OPTIONS: tuple[Option, ...] = (
         True,
         "compare output strides where significant (default: true)",
     ),
+    Option(
+        "reject_eager_errors",
+        _parse_bool,
+        False,
+        "under @given, an example on which eager raises (and compiled raises alike) is "
+        "rejected with hypothesis.reject() instead of failing the test (default: false)",
+    ),
 )
 MARKER_KEYS: tuple[str, ...] = tuple(option.name for option in TEST_OPTIONS)
 _BY_NAME = {option.name: option for option in TEST_OPTIONS}
@@ -255,6 +262,7 @@ class Settings:
     atol: float | None = None
     backward: bool = True
     check_strides: bool = True
+    reject_eager_errors: bool = False
     # Where each value came from, for messages: "default", "ini compile_backend",
     # "--compile-backend", "marker on test_x", "assert_compile_parity(...)".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)

@@ -330,3 +330,25 @@ def wrong_under_no_grad(gm: torch.fx.GraphModule, example_inputs: Sequence[Any])
     if torch.is_grad_enabled():
         return gm
     return _wrong_when(gm, lambda t: True)
+
+
+# --- correct backends that differ from eager the way a real compiler may (issue 10) ---
+
+
+def compute_half_in_float32(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Correct, not planted: float16/bfloat16 graphs run in float32 and their outputs are rounded
+    back, as Inductor computes them. Where eager overflows in an intermediate (x * 1000 in
+    float16), this stays finite and close to the exact answer."""
+    half = (torch.float16, torch.bfloat16)
+
+    def run(*args: Any) -> Any:
+        low = next((a.dtype for a in _tensor_args(args) if a.dtype in half), None)
+        if low is None:
+            return gm(*args)
+        wide = [a.float() if isinstance(a, torch.Tensor) and a.dtype in half else a for a in args]
+        return [
+            out.to(low) if isinstance(out, torch.Tensor) and out.dtype == torch.float32 else out
+            for out in _as_list(gm(*wide))
+        ]
+
+    return run
