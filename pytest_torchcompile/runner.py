@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import _compat, parity
+from pytest_torchcompile import _compat, parity, pystate
 from pytest_torchcompile.accounting import Accountant
 from pytest_torchcompile.errors import (
     CompileParityFailure,
@@ -258,11 +258,8 @@ def sync_module(source: torch.nn.Module, target: torch.nn.Module) -> None:
     with torch.no_grad():
         for name, src in source_modules.items():
             dst = target_modules[name]
-            for attr, value in vars(src).items():
-                if attr.startswith("_") or isinstance(value, (torch.Tensor, torch.nn.Module)):
-                    continue
-                if isinstance(value, (bool, int, float, str, type(None), tuple)):
-                    setattr(dst, attr, value)
+            for attr, value in pystate.plain_attributes(src).items():
+                setattr(dst, attr, copy.deepcopy(value))
             for kind in ("_parameters", "_buffers"):
                 src_tensors, dst_tensors = getattr(src, kind), getattr(dst, kind)
                 if src_tensors.keys() != dst_tensors.keys():
@@ -307,6 +304,9 @@ def _module_state(module: torch.nn.Module, owner: str) -> dict[str, Any]:
             state[f"{prefix}.grad of parameter {name!r}"] = param.grad.detach()
     for name, buffer in module.named_buffers():
         state[f"{prefix}buffer {name!r}"] = buffer.detach()
+    for path, submodule in module.named_modules():
+        for name, value in pystate.plain_attributes(submodule).items():
+            state[f"{prefix}attribute {path + '.' if path else ''}{name}"] = value
     return state
 
 
@@ -338,6 +338,9 @@ def _state_after(
                 state.update(_module_state(leaf, label))
             elif isinstance(leaf, torch.optim.Optimizer):
                 state.update(_optimizer_state(leaf, label))
+            elif hasattr(leaf, "__dict__") and not isinstance(leaf, type):
+                for attr, value in pystate.plain_attributes(leaf).items():
+                    state[f"{label}.{attr} after the call"] = value
     return state
 
 
@@ -446,6 +449,12 @@ def _run_side(side: _Side, backward: bool, around: Callable[[], Any]) -> parity.
     )
 
 
+def _with_containers(result: parity.SideResult, shared: pystate.SharedContainers) -> None:
+    """Add the shared containers as the side left them to what it changed."""
+    if result.exception is None:
+        result.after.update(shared.state())
+
+
 def _owned(output: Any) -> Any:
     """Copies of a CUDA-graph replay's outputs, which the next replay would overwrite."""
     if isinstance(output, torch.Tensor):
@@ -518,6 +527,7 @@ class Checker:
         # id -> (caller's module, its compiled-side copy); the module is kept so ids stay unique
         self._module_copies: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
         self._backend: Any = None
+        self._containers: dict[int, pystate.SharedContainers] = {}  # by id of a kept callable
         self._recompiles_before_cache = 0  # recompiles counted before the current compile cache
 
     def __call__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> ParityResult:
@@ -565,6 +575,13 @@ class Checker:
                 memo.update((id(originals[name]), copies[name]) for name in originals)
         return memo
 
+    def _shared_containers(self, fn: Callable[..., Any]) -> pystate.SharedContainers:
+        """The containers `fn` can reach, found once per callable (the walk reads code objects)."""
+        found = self._containers.get(id(fn))
+        if found is None:
+            found = self._containers[id(fn)] = pystate.SharedContainers(fn)
+        return found
+
     def _compiled_for(self, fn: Callable[..., Any]) -> _Compiled:
         entry = self._compiled.get(id(fn))
         module_copy = None
@@ -602,6 +619,8 @@ class Checker:
         pristine = clone_tree((module, args, dict(kwargs)))
         backward = self.settings.backward
         rng = _RngState.capture()
+        shared = self._shared_containers(fn)
+        before = shared.snapshot()
         compiled_result = self._run_compiled(fn, args, kwargs)
         limit_hit = compiled_result.exception is not None and _compat.is_recompile_limit_error(
             compiled_result.exception
@@ -609,22 +628,29 @@ class Checker:
         if self.examples and limit_hit:
             self._start_fresh_cache()
             rng.restore()
+            shared.restore(before)
             compiled_result = self._run_compiled(fn, args, kwargs)
+        _with_containers(compiled_result, shared)
+        shared.restore(before)  # the eager run starts from the state the compiled one did
         rng.restore()
         eager_result = _run_side(_Side(fn, module, args, dict(kwargs)), backward, _nothing)
+        _with_containers(eager_result, shared)
         after_eager = _RngState.capture()
+        left_by_eager = shared.snapshot()
 
         def rerun(copier: Callable[[Any], Any]) -> Callable[[], parity.SideResult]:
             def run() -> parity.SideResult:
                 ref_module, ref_args, ref_kwargs = copier(pristine)
                 call = ref_module if ref_module is not None else fn
                 rng.restore()
+                shared.restore(before)
                 try:
                     likes = [o.dtype for o in _differentiable_outputs(eager_result.output)]
                     side = _Side(call, ref_module, ref_args, ref_kwargs, likes)
                     return _run_side(side, backward, _nothing)
                 finally:
                     after_eager.restore()
+                    shared.restore(left_by_eager)
 
             return run
 

@@ -1,0 +1,158 @@
+"""Python state a call can change besides tensors: part of parity where it can be seen.
+
+Two kinds, each compared as the change each side made:
+
+- plain attributes (numbers, strings, bools, None, and lists/dicts/tuples/sets of them) of the
+  modules and objects among the arguments: each side has its own copy, so both are read after
+  the call;
+- mutable containers (list, dict, set) reachable from the callable: its closure cells and the
+  globals its code names, and, through user-defined functions and classes found there, theirs.
+  Both sides share these, so the checker snapshots them before the compiled run, reads them
+  after it, puts the snapshot back for the eager run, and reads them again.
+
+Only code in user files is followed (not torch, pytest or the standard library), a few levels
+deep, so the walk stays small and never touches the plugin's or the test runner's own state.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import os
+import sysconfig
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import torch
+
+_CONTAINERS = (list, dict, set)
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+_DEPTH = 3  # functions and classes followed from the callable
+_NOT_USER_DIRS = tuple(
+    os.path.join(os.path.realpath(path), "")
+    for path in (
+        os.path.dirname(torch.__file__),
+        sysconfig.get_paths()["stdlib"],
+        sysconfig.get_paths()["purelib"],
+        os.path.dirname(__file__),  # the plugin itself
+    )
+)
+
+
+def is_plain(value: Any, depth: int = 0) -> bool:
+    """Numbers, strings, bools, None, and containers of them (tensors inside containers too)."""
+    if isinstance(value, _SCALARS) or (depth and isinstance(value, torch.Tensor)):
+        return True
+    if depth > 4:
+        return False
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return all(is_plain(item, depth + 1) for item in value)
+    if isinstance(value, dict):
+        return all(
+            isinstance(key, _SCALARS) and is_plain(item, depth + 1) for key, item in value.items()
+        )
+    return False
+
+
+def plain_attributes(obj: Any) -> dict[str, Any]:
+    """The public plain attributes of an object (a module's training flag, a counter, a log)."""
+    return {
+        name: value
+        for name, value in vars(obj).items()
+        if not name.startswith("_") and is_plain(value)
+    }
+
+
+class SharedContainers:
+    """The mutable containers a callable can reach, by a name the user recognises."""
+
+    def __init__(self, fn: Callable[..., Any]) -> None:
+        self.found: dict[str, Any] = dict(_reachable(fn))
+
+    def snapshot(self) -> dict[str, Any]:
+        return {label: copy.deepcopy(container) for label, container in self.found.items()}
+
+    def restore(self, snapshot: dict[str, Any]) -> None:
+        """Put every container back to `snapshot`, in place (the program holds references)."""
+        for label, container in self.found.items():
+            saved = copy.deepcopy(snapshot[label])
+            if isinstance(container, list):
+                container[:] = saved
+            else:
+                container.clear()
+                container.update(saved)
+
+    def state(self) -> dict[str, Any]:
+        """Each container as it is now, named for the failure message."""
+        return {f"{label} after the call": copy.deepcopy(c) for label, c in self.found.items()}
+
+
+def _reachable(fn: Callable[..., Any]) -> Iterator[tuple[str, Any]]:
+    seen: set[int] = set()
+    target: Any = type(fn).forward if isinstance(fn, torch.nn.Module) else fn
+    if isinstance(fn, torch.nn.Module):
+        yield from _class_containers(type(fn), seen)
+    yield from _function_containers(target, seen, _DEPTH)
+
+
+def _function_containers(fn: Any, seen: set[int], depth: int) -> Iterator[tuple[str, Any]]:
+    fn = inspect.unwrap(fn) if callable(fn) else fn
+    fn = getattr(fn, "__func__", fn)  # bound methods
+    code = getattr(fn, "__code__", None)
+    if not isinstance(fn, types.FunctionType) or code is None or id(fn) in seen:
+        return
+    seen.add(id(fn))
+    if not _is_user_file(code.co_filename):
+        return
+    cells = zip(code.co_freevars, fn.__closure__ or (), strict=False)
+    values = [(f"closure variable {name!r}", cell.cell_contents) for name, cell in _live(cells)]
+    values += [
+        (f"global {name!r}", fn.__globals__[name])
+        for name in _names(code)
+        if name in fn.__globals__
+    ]
+    for label, value in values:
+        if isinstance(value, _CONTAINERS) and id(value) not in seen and is_plain(value):
+            seen.add(id(value))
+            yield label, value
+        elif depth and isinstance(value, types.FunctionType):
+            yield from _function_containers(value, seen, depth - 1)
+        elif depth and isinstance(value, type) and id(value) not in seen:
+            seen.add(id(value))
+            yield from _class_containers(value, seen)
+            for member in vars(value).values():
+                yield from _function_containers(member, seen, depth - 1)
+
+
+def _class_containers(cls: type, seen: set[int]) -> Iterator[tuple[str, Any]]:
+    """Containers held as class attributes (`items = []` in the class body)."""
+    module = getattr(inspect.getmodule(cls), "__file__", None)
+    if module is None or not _is_user_file(module):
+        return
+    for name, value in vars(cls).items():
+        fresh = isinstance(value, _CONTAINERS) and id(value) not in seen
+        if fresh and not name.startswith("_") and is_plain(value):
+            seen.add(id(value))
+            yield f"class attribute {cls.__qualname__}.{name}", value
+
+
+def _live(cells: Iterator[tuple[str, Any]]) -> Iterator[tuple[str, Any]]:
+    for name, cell in cells:
+        try:
+            cell.cell_contents  # noqa: B018 (an empty cell raises)
+        except ValueError:
+            continue
+        yield name, cell
+
+
+def _names(code: types.CodeType) -> Iterator[str]:
+    """Global names a function's code uses, nested functions and comprehensions included."""
+    yield from code.co_names
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            yield from _names(const)
+
+
+def _is_user_file(filename: str) -> bool:
+    return not os.path.realpath(filename).startswith(_NOT_USER_DIRS)

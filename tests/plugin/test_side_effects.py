@@ -1,0 +1,106 @@
+"""Python side effects the call makes are part of parity: containers the callable reaches,
+plain attributes of modules and of objects among the arguments."""
+
+from __future__ import annotations
+
+
+def test_a_dropped_append_to_a_container_in_a_closure_fails_naming_it(pytester):
+    # pytorch/pytorch#197896, still in torch 2.13: a method of a class defined in the enclosing
+    # scope appends to a closure list; the compiled run never does.
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        def make():
+            state = []
+
+            class Helper:
+                def touch(self):
+                    state.append(1)
+
+            def f(x):
+                Helper().touch()
+                return x + 1
+
+            return f, state
+
+        @pytest.mark.compile_parity(fullgraph=True)
+        def test_it(compile_parity):
+            f, state = make()
+            compile_parity(f, torch.ones(2))
+        """
+    )
+    result = pytester.runpytest("--compile-backend=eager")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*ParityError*",
+            "*closure variable 'state' after the call*eager has 1 elements, compiled has 0*",
+        ]
+    )
+
+
+def test_containers_and_attributes_updated_alike_pass_and_end_as_eager_left_them(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        LOG = []
+        COUNTS = {"calls": 0}
+
+        class Counting(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = torch.nn.Linear(2, 2)
+                self.calls = 0
+                self.sizes = []
+
+            def forward(self, x):
+                self.calls += 1
+                self.sizes.append(x.shape[0])
+                LOG.append("forward")
+                COUNTS["calls"] += 1
+                return self.lin(x)
+
+        @pytest.mark.compile_parity
+        def test_it(compile_parity):
+            model = Counting()
+            compile_parity(model, torch.ones(3, 2))
+            compile_parity(model, torch.ones(3, 2))
+            # the caller's objects hold what two plain calls leave, not four
+            assert model.calls == 2 and model.sizes == [3, 3]
+            assert LOG == ["forward", "forward"] and COUNTS == {"calls": 2}
+        """
+    )
+    pytester.runpytest("--compile-backend=aot_eager").assert_outcomes(passed=1)
+
+
+def test_a_dropped_attribute_update_on_an_argument_fails_naming_it(pytester):
+    # A planted divergence without a planted backend: the compiled side sees a copy of `stats`
+    # whose update goes missing because the function writes through a global alias that only
+    # the eager side's object is bound to.
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        class Stats:
+            def __init__(self):
+                self.seen = 0
+
+        CURRENT = []
+
+        def f(stats, x):
+            if CURRENT and CURRENT[0] is stats:
+                stats.seen += 1
+            return x * 2
+
+        @pytest.mark.compile_parity
+        def test_it(compile_parity):
+            stats = Stats()
+            CURRENT.append(stats)
+            compile_parity(f, stats, torch.ones(2))
+        """
+    )
+    result = pytester.runpytest("--compile-backend=eager")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*input 0.seen after the call: eager has 1, compiled has 0*"])
