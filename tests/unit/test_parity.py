@@ -747,7 +747,10 @@ def test_nondeterministic_eager_is_reported_as_such() -> None:
     again = Counter(side((e + 0.5, e)))
     report = check(side((e, e)), side((e + 0.3, e + 1)), eager_again=again)
     first, second = report.leaves
-    assert first.nondeterministic and "two eager runs differ at 4 element(s) by up to 0.5" in first.message
+    assert (
+        first.nondeterministic
+        and "two eager runs differ at 4 element(s) by up to 0.5" in first.message
+    )
     assert not second.nondeterministic and "nondeterministic" not in second.message
     assert again.calls == 1
     message = report.failure_message()
