@@ -93,6 +93,11 @@ def map_module_tensors(
     return applied
 
 
+def version(tensor: torch.Tensor) -> int:
+    """The tensor's version counter: it moves with every in-place change (views share it)."""
+    return int(tensor._version)
+
+
 # --- compile failures (lead) ---
 
 

@@ -344,6 +344,49 @@ def _state_after(
     return state
 
 
+@dataclass
+class _Watch:
+    """What a call may change in place, as it was before the call: tensors' version counters and
+    modules' and argument objects' plain attributes. Cheap to take: nothing is copied but plain
+    values, so a snapshot of the tensors is made only when a call turns out to change one."""
+
+    versions: list[tuple[str, torch.Tensor, int]]
+    attributes: dict[str, Any]
+
+    @classmethod
+    def of(
+        cls, module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> _Watch:
+        state = _state_after(module, args, kwargs)
+        tensors = [
+            (name, t, _compat.version(t))
+            for name, t in state.items()
+            if isinstance(t, torch.Tensor)
+        ]
+        plain = {
+            name: copy.deepcopy(v) for name, v in state.items() if not isinstance(v, torch.Tensor)
+        }
+        return cls(tensors, plain)
+
+    def changed(
+        self, module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> list[str]:
+        """Names of what changed since the watch was taken."""
+        moved = [name for name, t, version in self.versions if _compat.version(t) != version]
+        now = _state_after(module, args, kwargs)
+        moved += [
+            name for name, value in self.attributes.items() if not _same(now.get(name), value)
+        ]
+        return moved
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:  # containers of tensors: == is element-wise
+        return False
+
+
 def _grad_targets(
     module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
 ) -> dict[str, torch.Tensor]:
@@ -616,12 +659,13 @@ class Checker:
         self.calls += 1
         self._note_devices(fn, args, kwargs)
         module = fn if isinstance(fn, torch.nn.Module) else None
-        pristine = clone_tree((module, args, dict(kwargs)))
+        snapshot_of = (module, args, dict(kwargs))  # the call as made
+        watch = _Watch.of(*snapshot_of)
         backward = self.settings.backward
         rng = _RngState.capture()
         shared = self._shared_containers(fn)
         before = shared.snapshot()
-        compiled_result = self._run_compiled(fn, args, kwargs)
+        compiled_result, changed = self._run_compiled(fn, args, kwargs)
         limit_hit = compiled_result.exception is not None and _compat.is_recompile_limit_error(
             compiled_result.exception
         )
@@ -629,7 +673,12 @@ class Checker:
             self._start_fresh_cache()
             rng.restore()
             shared.restore(before)
-            compiled_result = self._run_compiled(fn, args, kwargs)
+            compiled_result, changed_again = self._run_compiled(fn, args, kwargs)
+            changed = changed or changed_again
+        # Re-runs need the call as it was. The caller's objects are still that until eager runs;
+        # copy them now only if the call changes state in place (as the compiled run just did),
+        # else re-runs copy the caller's objects, which the watch shows eager left unchanged.
+        pristine = clone_tree(snapshot_of) if changed else None
         _with_containers(compiled_result, shared)
         shared.restore(before)  # the eager run starts from the state the compiled one did
         rng.restore()
@@ -637,10 +686,18 @@ class Checker:
         _with_containers(eager_result, shared)
         after_eager = _RngState.capture()
         left_by_eager = shared.snapshot()
+        moved = watch.changed(*snapshot_of) if pristine is None else []
 
         def rerun(copier: Callable[[Any], Any]) -> Callable[[], parity.SideResult]:
             def run() -> parity.SideResult:
-                ref_module, ref_args, ref_kwargs = copier(pristine)
+                if moved:
+                    raise Unfaithful(
+                        f"eager changed {', '.join(moved)} in place where the compiled run did "
+                        "not, so there is no copy of the state before the call"
+                    )
+                ref_module, ref_args, ref_kwargs = copier(
+                    snapshot_of if pristine is None else pristine
+                )
                 call = ref_module if ref_module is not None else fn
                 rng.restore()
                 shared.restore(before)
@@ -686,12 +743,14 @@ class Checker:
 
     def _run_compiled(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
-    ) -> parity.SideResult:
-        """The compiled side, on copies of the caller's inputs and modules (left untouched)."""
+    ) -> tuple[parity.SideResult, bool]:
+        """The compiled side, on copies of the caller's inputs and modules (left untouched), and
+        whether it changed any of them in place."""
         entry = self._compiled_for(fn)
         compiled_args, compiled_kwargs = clone_tree(
             (args, dict(kwargs)), self._copies_of_modules((args, dict(kwargs)))
         )
+        watch = _Watch.of(entry.module_copy, compiled_args, compiled_kwargs)
         side = _Side(
             entry.compiled,
             entry.module_copy,
@@ -704,7 +763,8 @@ class Checker:
             module=entry.module_copy,
             cudagraphs=self.settings.uses_cudagraphs,
         )
-        return _run_side(side, self.settings.backward, around)
+        result = _run_side(side, self.settings.backward, around)
+        return result, bool(watch.changed(entry.module_copy, compiled_args, compiled_kwargs))
 
     def _start_fresh_cache(self) -> None:
         """Hypothesis examples filled Dynamo's cache up to its recompile limit: start a new one.
