@@ -147,9 +147,9 @@ def _uncopyable_parts(value: Any, name: str) -> Iterator[tuple[str, Any]]:
 
 
 def _children_of(value: Any) -> list[tuple[str, Any]] | None:
-    if isinstance(value, tuple) and len(value) == 3 and isinstance(value[2], dict):
-        module, args, kwargs = value  # the (module, args, kwargs) of a call
-        parts = [("the module", module)] if module is not None else []
+    if isinstance(value, tuple) and len(value) in (2, 3) and isinstance(value[-1], dict):
+        *module, args, kwargs = value  # the (module, args, kwargs) or (args, kwargs) of a call
+        parts = [("the module", m) for m in module if m is not None]
         return parts + _named_inputs(args, kwargs)
     if isinstance(value, (tuple, list)):
         return [(f"item {i}", item) for i, item in enumerate(value)]
