@@ -175,11 +175,14 @@ def _mib(n: int) -> str:
 
 
 def run_overhead(options: argparse.Namespace) -> None:
+    import pytest_torchcompile
+
     cuda = options.device == "cuda"
     where = torch.cuda.get_device_name() if cuda else f"{os.cpu_count()} CPU cores"
     print(
         f"torch {torch.__version__}, Python {sys.version.split()[0]}, {options.device} ({where}), "
-        f"backend {options.backend}, {torch.get_num_threads()} torch thread(s), median of {options.repeats} warm calls, interleaved"
+        f"backend {options.backend}, {torch.get_num_threads()} torch thread(s), plugin from "
+        f"{Path(pytest_torchcompile.__file__).parent}, median of {options.repeats} warm calls, interleaved"
     )
     memory = "peak CUDA memory" if cuda else "peak / allocated CPU memory (profiler)"
     print(
