@@ -1,16 +1,19 @@
-"""What a parity check costs next to the compiled call it checks.
+"""What a parity check costs next to the check a careful user writes by hand.
 
-    python benchmarks/overhead.py                       # CPU, aot_eager and inductor
-    python benchmarks/overhead.py --device cuda         # on a GPU machine
+    python benchmarks/overhead.py --device cpu --backend aot_eager
+    python benchmarks/overhead.py --device cpu --backend inductor
+    python benchmarks/overhead.py --device cuda --backend inductor     # adds the 1024-wide model
+    python benchmarks/overhead.py --startup                            # plugin start-up only
 
-For each example model it times, in one process and one run (so the ratios are comparable):
-  plain    torch.compile(model) called on x, then backward: the first call (compile included)
-           and the median of later calls;
-  checked  compile_parity(model, x) (the checker the fixture hands a test), first and later.
-A passing check runs the compiled side, the eager side and both backwards, and copies inputs
-and module state for the next steps; the float64 reference, the one-ulp nudge and a second
-eager run happen only when a leaf fails the plain tolerance, which these correct backends never
-do. Results and what they mean: BENCHMARKS.md.
+The hand-written check deep-copies the model once and compiles the copy; each call then runs
+eager forward + backward on the model, compiled forward + backward on the copy with the same
+cotangent, and `assert_close`s the output and every parameter's gradient. The plugin's check is
+one warm `compile_parity(model, x)` call (its checker, as the fixture hands it to a test). Both
+are timed interleaved, call by call, in one process, so a noisy machine slows both alike; the
+figure is the median of `--repeats` warm calls. Memory: on CUDA the peak allocated during one
+warm call above what was allocated before it (torch.cuda.max_memory_allocated); on CPU, where
+tracemalloc cannot see torch's allocator, the same peak and the bytes allocated, read from
+torch.profiler's allocation events. Results and what they mean: BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -19,92 +22,342 @@ import argparse
 import copy
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-# Cold compiles each time: Inductor's on-disk caches would let the second compile of a model
-# (the checked one) reuse the first (the plain one) and flatter the checker.
-os.environ.setdefault("TORCHINDUCTOR_FORCE_DISABLE_CACHES", "1")
-
 import torch
+from torch import nn
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
-
-from models import MLP, Attention, ConvBN
-
-from pytest_torchcompile.runner import Checker, isolated
-from pytest_torchcompile.settings import Settings
-
-MODELS: dict[str, tuple[Callable[[], torch.nn.Module], tuple[int, ...]]] = {
-    "attention": (lambda: Attention(64), (4, 16, 64)),
-    "mlp": (lambda: MLP().eval(), (64, 32)),
-    "conv_bn": (lambda: ConvBN().train(), (8, 3, 16, 16)),
-}
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def _timed(call: Callable[[], object], device: torch.device) -> float:
-    if device.type == "cuda":
+@dataclass(frozen=True)
+class Case:
+    name: str
+    make: Callable[[], nn.Module]
+    shape: tuple[int, ...]
+    cuda_only: bool = False
+
+
+def _cases() -> list[Case]:
+    sys.path.insert(0, str(ROOT / "examples"))
+    from models import ConvBN
+
+    def encoder(width: int, heads: int) -> Callable[[], nn.Module]:
+        return lambda: nn.TransformerEncoderLayer(width, heads, dropout=0.0, batch_first=True)
+
+    return [
+        Case(
+            "MLP 64-256-64, batch 8",
+            lambda: nn.Sequential(nn.Linear(64, 256), nn.ReLU(), nn.Linear(256, 64)),
+            (8, 64),
+        ),
+        Case("Conv+BN+ReLU, 4x3x16x16", lambda: ConvBN().train(), (4, 3, 16, 16)),
+        Case("TransformerEncoderLayer 256, 8x64 tokens", encoder(256, 8), (8, 64, 256)),
+        Case(
+            "TransformerEncoderLayer 1024, 16x256 tokens",
+            encoder(1024, 16),
+            (16, 256, 1024),
+            cuda_only=True,
+        ),
+    ]
+
+
+@dataclass
+class Result:
+    hand_ms: float
+    plugin_ms: float
+    hand_peak: int  # bytes above the allocation before the call
+    plugin_peak: int
+    hand_allocated: int  # bytes allocated during the call (CPU only; -1 when not measured)
+    plugin_allocated: int
+
+
+def _hand_written(model: nn.Module, x: torch.Tensor, backend: str) -> Callable[[], None]:
+    """The check without the plugin: one copy up front, then eager vs compiled per call."""
+    compiled_model = copy.deepcopy(model)
+    compiled = torch.compile(compiled_model, backend=backend)
+    eager_params = [p for p in model.parameters() if p.requires_grad]
+    compiled_params = [p for p in compiled_model.parameters() if p.requires_grad]
+    cotangent: list[torch.Tensor] = []
+
+    def check() -> None:
+        expected = model(x)
+        if not cotangent:
+            cotangent.append(torch.randn_like(expected))
+        expected_grads = torch.autograd.grad(expected, eager_params, cotangent[0])
+        actual = compiled(x)
+        actual_grads = torch.autograd.grad(actual, compiled_params, cotangent[0])
+        torch.testing.assert_close(actual, expected)
+        for got, want in zip(actual_grads, expected_grads, strict=True):
+            torch.testing.assert_close(got, want)
+
+    return check
+
+
+def _timed(call: Callable[[], object], cuda: bool) -> float:
+    if cuda:
         torch.cuda.synchronize()
     started = time.perf_counter()
     call()
-    if device.type == "cuda":
+    if cuda:
         torch.cuda.synchronize()
     return time.perf_counter() - started
 
 
-def measure(name: str, backend: str, device: torch.device, repeats: int) -> dict[str, float]:
-    make, shape = MODELS[name]
+def _memory(call: Callable[[], object], cuda: bool) -> tuple[int, int]:
+    """(peak bytes above the start, bytes allocated) during one call."""
+    if cuda:
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        call()
+        torch.cuda.synchronize()
+        return torch.cuda.max_memory_allocated() - before, -1
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        call()
+    # Each op's own allocations net of its own frees, in start order: a timeline of the
+    # allocator that is exact at op granularity.
+    events = sorted(prof.events(), key=lambda e: e.time_range.start)
+    live = peak = allocated = 0
+    for event in events:
+        change = event.self_cpu_memory_usage
+        live += change
+        peak = max(peak, live)
+        allocated += max(change, 0)
+    return peak, allocated
+
+
+def measure(case: Case, backend: str, device: str, repeats: int) -> Result:
+    from pytest_torchcompile.runner import Checker, isolated
+    from pytest_torchcompile.settings import Settings
+
+    cuda = device == "cuda"
     torch.manual_seed(0)
-    model = make().to(device)
-    x = torch.randn(shape, device=device)
-    torch._dynamo.reset()
-    compiled = torch.compile(copy.deepcopy(model), backend=backend)
-
-    def plain() -> None:
-        out = compiled(x)
-        out = out["logits"] if isinstance(out, dict) else out
-        out.sum().backward()
-
-    plain_first = _timed(plain, device)
-    plain_later = statistics.median(_timed(plain, device) for _ in range(repeats))
-
+    hand_model = case.make().to(device)
+    plugin_model = copy.deepcopy(hand_model)
+    x = torch.randn(case.shape, device=device)
     checker = Checker(Settings(backend=backend))
     with isolated(checker.accountant):
-        checked_first = _timed(lambda: checker(model, x), device)
-        checked_later = statistics.median(
-            _timed(lambda: checker(model, x), device) for _ in range(repeats)
+        hand = _hand_written(hand_model, x, backend)
+
+        def plugin() -> None:
+            checker(plugin_model, x)
+
+        for _ in range(3):  # compile, then warm both
+            hand()
+            plugin()
+        hand_times, plugin_times = [], []
+        for _ in range(repeats):
+            hand_times.append(_timed(hand, cuda))
+            plugin_times.append(_timed(plugin, cuda))
+        hand_peak, hand_allocated = _memory(hand, cuda)
+        plugin_peak, plugin_allocated = _memory(plugin, cuda)
+    return Result(
+        statistics.median(hand_times) * 1e3,
+        statistics.median(plugin_times) * 1e3,
+        hand_peak,
+        plugin_peak,
+        hand_allocated,
+        plugin_allocated,
+    )
+
+
+def _mib(n: int) -> str:
+    return "-" if n < 0 else f"{n / 2**20:.2f} MiB"
+
+
+def run_overhead(options: argparse.Namespace) -> None:
+    import pytest_torchcompile
+
+    cuda = options.device == "cuda"
+    where = torch.cuda.get_device_name() if cuda else f"{os.cpu_count()} CPU cores"
+    print(
+        f"torch {torch.__version__}, Python {sys.version.split()[0]}, {options.device} ({where}), "
+        f"backend {options.backend}, {torch.get_num_threads()} torch thread(s), plugin from "
+        f"{Path(pytest_torchcompile.__file__).parent}, median of {options.repeats} warm calls, interleaved"
+    )
+    memory = "peak CUDA memory" if cuda else "peak / allocated CPU memory (profiler)"
+    print(
+        f"| model | hand-written | plugin | ratio | fixed cost | {memory}: hand-written | plugin |"
+    )
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for case in _cases():
+        if case.cuda_only and not cuda:
+            continue
+        if options.only and options.only not in case.name:
+            continue
+        r = measure(case, options.backend, options.device, options.repeats)
+        if cuda:
+            hand_mem, plugin_mem = _mib(r.hand_peak), _mib(r.plugin_peak)
+        else:
+            hand_mem = f"{_mib(r.hand_peak)} / {_mib(r.hand_allocated)}"
+            plugin_mem = f"{_mib(r.plugin_peak)} / {_mib(r.plugin_allocated)}"
+        print(
+            f"| {case.name} | {r.hand_ms:.2f} ms | {r.plugin_ms:.2f} ms | "
+            f"{r.plugin_ms / r.hand_ms:.2f}x | {r.plugin_ms - r.hand_ms:+.2f} ms | "
+            f"{hand_mem} | {plugin_mem} |",
+            flush=True,
         )
-    return {
-        "plain_first": plain_first,
-        "plain_later": plain_later,
-        "checked_first": checked_first,
-        "checked_later": checked_later,
+
+
+# --- where a plugin call's time goes ------------------------------------------------------------
+
+
+def run_profile(options: argparse.Namespace) -> None:
+    """cProfile over warm plugin calls: each of the plugin's functions, by cumulative time."""
+    import cProfile
+    import pstats
+
+    from pytest_torchcompile.runner import Checker, isolated
+    from pytest_torchcompile.settings import Settings
+
+    package = str(ROOT / "pytest_torchcompile")
+    for case in _cases():
+        if (case.cuda_only and options.device != "cuda") or options.only not in case.name:
+            continue
+        torch.manual_seed(0)
+        model = case.make().to(options.device)
+        x = torch.randn(case.shape, device=options.device)
+        checker = Checker(Settings(backend=options.backend))
+        with isolated(checker.accountant):
+            for _ in range(3):
+                checker(model, x)
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for _ in range(options.repeats):
+                checker(model, x)
+            profiler.disable()
+        stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
+        rows = []
+        for (filename, line, name), (_, calls, own, cumulative, _) in stats.items():
+            if filename.startswith(package) or ("torch" in name and name.startswith("<")):
+                where = f"{Path(filename).stem}.{name}:{line}" if line else name
+                rows.append((cumulative, own, calls, where))
+        total = max(row[0] for row in rows)
+        n = options.repeats
+        print(f"\n{case.name}, {options.backend}, {options.device}: {total / n * 1e3:.2f} ms/call")
+        print("| function | cumulative ms/call | % | own ms/call | calls/call |")
+        print("| --- | --- | --- | --- | --- |")
+        for cumulative, own, calls, where in sorted(rows, reverse=True)[: options.top]:
+            print(
+                f"| {where} | {cumulative / n * 1e3:.3f} | {cumulative / total:.0%} | "
+                f"{own / n * 1e3:.3f} | {calls / n:g} |"
+            )
+
+
+# --- start-up ---------------------------------------------------------------------------------
+
+_NO_PARITY_TEST = "def test_nothing():\n    assert 1 + 1 == 2\n"
+_NO_TORCH = (
+    "import sys\n\n\ndef pytest_collection_finish(session):\n"
+    "    assert 'torch' not in sys.modules, 'the plugin imported torch'\n"
+)
+
+
+def _pytest_run(command: list[str], cwd: str, env: dict[str, str]) -> tuple[float, float, str]:
+    """(wall s, CPU s of the child, its stderr) of one pytest process that must pass."""
+    with tempfile.TemporaryFile("w+") as err:
+        started = time.perf_counter()
+        child = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(child.pid, 0)
+        wall = time.perf_counter() - started
+        child.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        text = err.read()
+    if child.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{text}")
+    return wall, usage.ru_utime + usage.ru_stime, text
+
+
+def _imported(importtime: str) -> dict[str, int]:
+    """Module -> its own import time in microseconds, from `python -X importtime` output."""
+    found = {}
+    for line in importtime.splitlines():
+        if line.startswith("import time:") and "|" in line and "self [us]" not in line:
+            own, _, name = line.removeprefix("import time:").split("|")
+            found[name.strip()] = int(own)
+    return found
+
+
+def run_startup(repeats: int) -> None:
+    """`pytest --collect-only` on a suite with no parity test, with and without the plugin.
+
+    Wall time on a busy machine varies by more than the plugin costs, so this also reports the
+    processes' CPU time and, exactly, the modules the plugin adds to the session and their own
+    import times (`python -X importtime`).
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        Path(tmp, "test_plain.py").write_text(_NO_PARITY_TEST)
+        Path(tmp, "conftest.py").write_text(_NO_TORCH)
+        env = dict(os.environ, PYTHONPATH=str(ROOT))
+        base = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+        variants = {"without the plugin": ["-p", "no:torchcompile"], "with the plugin": []}
+        walls: dict[str, list[float]] = {name: [] for name in variants}
+        cpus: dict[str, list[float]] = {name: [] for name in variants}
+        for _ in range(repeats):  # interleaved, like the calls above
+            for name, extra in variants.items():
+                wall, cpu, _ = _pytest_run([*base, *extra], tmp, env)
+                walls[name].append(wall)
+                cpus[name].append(cpu)
+        modules = {
+            name: _imported(
+                _pytest_run([*base[:1], "-X", "importtime", *base[1:], *extra], tmp, env)[2]
+            )
+            for name, extra in variants.items()
+        }
+    for name in variants:
+        print(
+            f"pytest --collect-only {name}: wall {statistics.median(walls[name]) * 1e3:.0f} ms, "
+            f"CPU {statistics.median(cpus[name]) * 1e3:.0f} ms (medians of {repeats})"
+        )
+    wall = statistics.median(walls["with the plugin"]) - statistics.median(
+        walls["without the plugin"]
+    )
+    cpu = statistics.median(cpus["with the plugin"]) - statistics.median(cpus["without the plugin"])
+    added = {
+        module: own
+        for module, own in modules["with the plugin"].items()
+        if module not in modules["without the plugin"]
     }
+    print(f"added by the plugin: wall {wall * 1e3:+.0f} ms, CPU {cpu * 1e3:+.0f} ms")
+    print(
+        f"modules the plugin adds: {len(added)}, own import time {sum(added.values()) / 1e3:.1f} ms: "
+        + ", ".join(sorted(added))
+    )
+    print("torch imported: no (asserted by the suite's conftest after collection)")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--backends", default="aot_eager,inductor")
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--backend", choices=("aot_eager", "inductor"), default="aot_eager")
     parser.add_argument("--repeats", type=int, default=20)
-    options = parser.parse_args()
-    device = torch.device(options.device)
-    print(f"torch {torch.__version__}, device {device}, median of {options.repeats} later calls")
-    print(
-        f"{'model':<10} {'backend':<10} {'plain 1st':>10} {'checked 1st':>12} "
-        f"{'plain later':>12} {'checked later':>14} {'ratio later':>12}"
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch CPU threads (1: on a shared machine, spinning OpenMP threads dwarf the work)",
     )
-    for backend in options.backends.split(","):
-        for name in MODELS:
-            t = measure(name, backend, device, options.repeats)
-            ratio = t["checked_later"] / t["plain_later"]
-            print(
-                f"{name:<10} {backend:<10} {t['plain_first']:>9.3f}s {t['checked_first']:>11.3f}s "
-                f"{t['plain_later'] * 1e3:>10.2f}ms {t['checked_later'] * 1e3:>12.2f}ms "
-                f"{ratio:>11.2f}x"
-            )
+    parser.add_argument("--only", default="", help="run the models whose name contains this")
+    parser.add_argument("--startup", action="store_true", help="measure plugin start-up only")
+    parser.add_argument("--profile", action="store_true", help="profile warm plugin calls")
+    parser.add_argument("--top", type=int, default=30, help="rows of the --profile table")
+    options = parser.parse_args()
+    torch.set_num_threads(options.threads)
+    if options.startup:
+        run_startup(options.repeats)
+    elif options.profile:
+        run_profile(options)
+    else:
+        run_overhead(options)
 
 
 if __name__ == "__main__":

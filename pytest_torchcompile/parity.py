@@ -40,6 +40,7 @@ chunk-sized float64 temporaries.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -330,6 +331,10 @@ class _Comparer:
 
     def _values(self, name: str, e: Tensor, c: Tensor, problems: list[str], section: str) -> None:
         rtol, atol = self.options.tolerances(e.dtype)
+        passed = None if problems else _plainly_close(c, e, rtol, atol)
+        if passed is not None:
+            self.leaves.append(LeafComparison(name, True, *passed, ""))
+            return
         scan = _scan(c, e, rtol, atol)
         verdict, reference_lines, note = scan, list[str](), ""
         rules = self.reference.given or self.perturbed.given
@@ -729,6 +734,33 @@ def _distance(a: Tensor, b: Tensor) -> _Peak:
     for start, (x, y) in _chunks(a, b):
         peak.update(_finite_diff(x, y)[3], start)
     return peak
+
+
+def _plainly_close(c: Tensor, e: Tensor, rtol: float, atol: float) -> tuple[float, float] | None:
+    """(max_abs, max_rel) of a leaf that passes the plain tolerance with every element finite, as
+    `_scan` would find them; None when it may not, and `_scan` must judge it.
+
+    Most leaves of a passing call are equal (state the call did not change) or close and finite;
+    this settles them with one equality test, or a few fused float64 ops per chunk and a single
+    device sync, instead of the scan's per-element bookkeeping and dozens of syncs.
+    """
+    if torch.equal(c, e):  # NaN never equals NaN here unless c is e, where the scan passes too
+        return 0.0, 0.0
+    if not _is_inexact(e):
+        return None
+    verdicts = []
+    for _, (x, y) in _chunks(c, e):
+        xw, yw = _widen(x, x.device), _widen(y, x.device)
+        diff = (xw - yw).abs()
+        magnitude = yw.abs()
+        far = ~(diff <= atol + rtol * magnitude).all()
+        rel = torch.where(magnitude > 0, diff / magnitude, 0.0)
+        verdicts.append(torch.stack([far.to(diff.dtype), diff.amax(), rel.amax()]))
+    far, max_abs, max_rel = torch.stack(verdicts).amax(0).tolist()
+    # A NaN or infinity on either side makes some diff NaN or inf, and so max_abs.
+    if far or not math.isfinite(max_abs):
+        return None
+    return max_abs, max_rel
 
 
 def _scan(

@@ -10,8 +10,11 @@ from typing import Any
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pytest_torchcompile import parity
+from pytest_torchcompile import strategies as tcst
 from pytest_torchcompile.errors import ParityError
 from pytest_torchcompile.parity import CompareOptions, ParityReport, SideResult, compare
 
@@ -439,6 +442,34 @@ def test_differences_are_scanned_in_chunks_with_correct_indices(
         match=r"Mismatched elements: 2 / 30(?s:.*)absolute difference: 1 at index \(4, 3\)",
     ):
         report.raise_if_failed()
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    e=tcst.tensors(shapes=tcst.shapes(max_dims=2), specials=True),
+    noise=st.sampled_from([0.0, 1e-7, 1e-6, 1e-5, 1e-3]),
+    chunk=st.sampled_from([3, 1 << 22]),
+    data=st.data(),
+)
+def test_the_fast_path_settles_a_leaf_exactly_as_the_scan_would(
+    e: torch.Tensor, noise: float, chunk: int, data: st.DataObject
+) -> None:
+    """Equal or close, finite leaves skip the scan, with the scan's verdict and largest errors;
+    any other leaf (a NaN, an infinity, one element too far) goes on to the scan."""
+    c = e + noise * torch.randn(e.shape, generator=torch.Generator().manual_seed(0)).to(e.dtype)
+    if e.numel() and data.draw(st.booleans()):
+        c.view(-1)[data.draw(st.integers(0, e.numel() - 1))] = data.draw(
+            st.sampled_from([float("nan"), float("inf"), 1e3])
+        )
+    rtol, atol = OPTIONS.tolerances(e.dtype)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(parity, "_CHUNK", chunk)
+        fast = parity._plainly_close(c, e, rtol, atol)
+        scan = parity._scan(c, e, rtol, atol)
+    all_finite = bool(e.isfinite().all() and c.isfinite().all())
+    assert (fast is not None) == (scan.mismatched == 0 and (all_finite or torch.equal(c, e)))
+    if fast is not None:
+        assert fast == (scan.abs_all.value, scan.rel_all.value)
 
 
 # --- metadata -------------------------------------------------------------------------------
