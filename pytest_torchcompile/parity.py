@@ -332,6 +332,10 @@ class _Comparer:
     def _values(self, name: str, e: Tensor, c: Tensor, problems: list[str], section: str) -> None:
         rtol, atol = self.options.tolerances(e.dtype)
         passed = None if problems else _plainly_close(c, e, rtol, atol)
+        if passed is None and not problems and self.options.rtol is None and _is_inexact(e):
+            # Within reduction-order noise of eager: the reference rule would pass it (with r the
+            # reference, |c - r| <= |c - e| + |e - r|), so no re-run is needed to say so.
+            passed = _plainly_close(c, e, rtol, atol + _noise_floor(e, e.dtype))
         if passed is not None:
             self.leaves.append(LeafComparison(name, True, *passed, ""))
             return

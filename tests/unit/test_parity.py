@@ -456,7 +456,8 @@ def test_the_fast_path_settles_a_leaf_exactly_as_the_scan_would(
 ) -> None:
     """Equal or close, finite leaves skip the scan, with the scan's verdict and largest errors;
     any other leaf (a NaN, an infinity, one element too far) goes on to the scan."""
-    c = e + noise * torch.randn(e.shape, generator=torch.Generator().manual_seed(0)).to(e.dtype)
+    noise_t = noise * torch.randn(e.shape, generator=torch.Generator().manual_seed(0))
+    c = (e + noise_t.to(e.dtype)).contiguous()  # contiguous: one element is set through view(-1)
     if e.numel() and data.draw(st.booleans()):
         c.view(-1)[data.draw(st.integers(0, e.numel() - 1))] = data.draw(
             st.sampled_from([float("nan"), float("inf"), 1e3])
