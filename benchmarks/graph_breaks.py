@@ -4,6 +4,7 @@
 
 The programs are the rows of tests/unit/test_accounting_ground_truth.py that break a graph (the
 test asserts the plugin's count for each; here it is set beside torch's). For each row:
+  calls      how many times the row calls its program (new sizes recompile it);
   plugin     graph breaks the compile_parity checker counts over all the row's calls;
   explain    torch._dynamo.explain(fn)(*args).graph_break_count on the row's first call
              (explain resets Dynamo and sees one call; it reports graphs - 1);
@@ -31,9 +32,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.unit.test_accounting_ground_truth import ROWS, Row, run
 
 
-def _plain(row: Row) -> tuple[int, int, tuple[Callable[..., Any], tuple[Any, ...]]]:
+def _plain(row: Row) -> tuple[int, int, list[tuple[Callable[..., Any], tuple[Any, ...]]]]:
     """counters["graph_break"] total and graphs of a plain torch.compile run of the row, and
-    its first call."""
+    its calls."""
     graphs = 0
 
     def backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
@@ -56,7 +57,7 @@ def _plain(row: Row) -> tuple[int, int, tuple[Callable[..., Any], tuple[Any, ...
     row.drive(call)
     total = sum(counters["graph_break"].values())
     torch._dynamo.reset()
-    return total, graphs, calls[0]
+    return total, graphs, calls
 
 
 def _explain(fn: Callable[..., Any], args: tuple[Any, ...]) -> int:
@@ -65,8 +66,9 @@ def _explain(fn: Callable[..., Any], args: tuple[Any, ...]) -> int:
 
 def main() -> None:
     lines = [
-        '| program | plugin | `explain()` graph_break_count | `counters["graph_break"]` | graphs |',
-        "|---|---:|---:|---:|---:|",
+        "| program | calls | plugin | `explain()` graph_break_count "
+        '| `counters["graph_break"]` | graphs |',
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for row in ROWS:
         if not row.breaks:
@@ -74,9 +76,10 @@ def main() -> None:
         with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             plugin = len(run(row).counts["graph_breaks"])
-            total, graphs, (fn, args) = _plain(row)
-            explained = _explain(fn, args)
-        lines.append(f"| {row.name} | {plugin} | {explained} | {total} | {graphs} |")
+            total, graphs, calls = _plain(row)
+            explained = _explain(*calls[0])
+        cells = (row.name, len(calls), plugin, explained, total, graphs)
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
     print("\n".join(lines))
 
 
