@@ -244,9 +244,13 @@ def _break_compile_ids() -> Iterator[dict[int, str]]:
     each frame compile, one at a time: the reasons recorded in between belong to that compile.
     """
     from torch._dynamo import utils
-    from torch._dynamo.callback import callback_handler
 
     compile_ids: dict[int, str] = {}
+    try:
+        from torch._dynamo.callback import callback_handler
+    except ImportError:  # older torch: breaks keep no frame, each counts once per place
+        yield compile_ids
+        return
     started: list[tuple[str, Any]] = []  # (compile id, the last reason before it began)
 
     def on_start(*_: Any) -> None:
