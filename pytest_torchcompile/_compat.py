@@ -178,16 +178,26 @@ class CompileEvent:
 
     @property
     def frame_id(self) -> str:
-        """The code object's id, the same for each of its compiles."""
-        return self.compile_id.rsplit("/", 1)[0]
+        return frame_id(self.compile_id)
+
+
+def frame_id(compile_id: str) -> str:
+    """The frame part of a compile id ("3" of "3/1"): one code object's id, the same for each
+    of its compiles, and different for each resume function that continues it after a break."""
+    return compile_id.rsplit("/", 1)[0]
 
 
 @dataclasses.dataclass(frozen=True)
 class BreakEvent:
-    """One graph break Dynamo resumed from: its reason and the user stack, outermost first."""
+    """One graph break Dynamo resumed from: its reason, where, and which frame compile hit it."""
 
     reason: str
-    stack: tuple[tuple[str, int], ...]  # (filename, lineno)
+    stack: tuple[tuple[str, int], ...]  # (filename, lineno) of the user stack, outermost first
+    column: int | None  # of the breaking instruction on its line (Python 3.11+), else None
+    # The compile that recorded it, "3/1"; "" when unknown (a torch without compile callbacks).
+    # Its frame part tells a frame from the resume functions that continue it: two breaks on
+    # one line, or one break reached in two resume functions, are recorded by different frames.
+    compile_id: str
 
 
 @dataclasses.dataclass
@@ -262,16 +272,59 @@ def dynamo_records() -> Iterator[DynamoRecords]:
     metrics_mark = metrics[-1] if metrics else None
     breaks_mark = utils.graph_break_reasons[-1] if utils.graph_break_reasons else None
     try:
-        yield records
+        with _break_compile_ids() as compile_ids:
+            yield records
     finally:
         for entry in _after(utils.get_compilation_metrics(), metrics_mark):
             if not getattr(entry, "is_runtime", False):
                 records.compiles.append(_compile_event(entry))
         for reason in _after(list(utils.graph_break_reasons), breaks_mark):
             stack = tuple((frame.filename, frame.lineno or 0) for frame in reason.user_stack)
-            records.breaks.append(BreakEvent(reason=reason.reason, stack=stack))
+            column = getattr(reason.user_stack[-1], "colno", None) if reason.user_stack else None
+            compile_id = compile_ids.get(id(reason), "")
+            records.breaks.append(BreakEvent(reason.reason, stack, column, compile_id))
         if limit is not None and limit < _METRICS_WINDOW:
             utils.set_compilation_metrics_limit(limit)
+
+
+@contextmanager
+def _break_compile_ids() -> Iterator[dict[int, str]]:
+    """Which frame compile recorded each graph-break reason during the block (by the reason's id).
+
+    Graph-break reasons carry no compile id, but Dynamo runs its compile callbacks around
+    each frame compile, one at a time: the reasons recorded in between belong to that compile.
+    """
+    from torch._dynamo import utils
+
+    compile_ids: dict[int, str] = {}
+    try:
+        from torch._dynamo.callback import callback_handler
+    except ImportError:  # older torch: breaks keep no frame, each counts once per place
+        yield compile_ids
+        return
+    started: list[tuple[str, Any]] = []  # (compile id, the last reason before it began)
+
+    def on_start(*_: Any) -> None:
+        mark = utils.graph_break_reasons[-1] if utils.graph_break_reasons else None
+        started.append((current_compile_id(), mark))
+
+    def on_end(*_: Any) -> None:
+        if not started:  # the block began inside a compile: not ours to attribute
+            return
+        compile_id, mark = started.pop()
+        for reason in _after(utils.graph_break_reasons, mark):
+            compile_ids.setdefault(id(reason), compile_id)
+
+    callback_handler.register_start_callback(on_start)
+    callback_handler.register_end_callback(on_end)
+    try:
+        yield compile_ids
+    finally:
+        # torch._dynamo.reset() inside the block clears every callback.
+        if on_start in callback_handler.start_callbacks:
+            callback_handler.remove_start_callback(on_start)
+        if on_end in callback_handler.end_callbacks:
+            callback_handler.remove_end_callback(on_end)
 
 
 def current_compile_id() -> str:

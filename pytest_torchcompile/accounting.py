@@ -9,9 +9,13 @@ empty graph. The Accountant reads three sources, each for what it sees best:
 - Dynamo's compilation metrics, one per frame compile: recompiles with the guard that failed,
   frames skipped or refused (recompile limit), suppressed errors, and compile time.
 
-Breaks are counted once per place in the program (a recompile that breaks at the same line again
-is not a new break); recompiles once per user-level call (recompiling the `torch_dynamo_resume_in_*`
-continuations of a broken frame is part of the same recompile).
+Breaks are events, counted as Dynamo meets them, once per frame and place: two breaks on one
+line are two (Dynamo breaks the frame at the first, then its continuation at the second), and so
+is one break reached in two continuations (both branches of a data-dependent `if`), but a
+recompile of a frame that breaks at the same place again is the same break. A frame is Dynamo's
+frame id (the "3" of compile id "3/1"), which tells each `torch_dynamo_resume_in_*` continuation
+apart though several share a name. Recompiles are counted once per user-level call (recompiling
+the continuations of a broken frame is part of the same recompile).
 """
 
 from __future__ import annotations
@@ -45,7 +49,6 @@ _GRAPH_OPS = frozenset({"call_function", "call_method", "call_module"})
 # Dynamo's "soft" failures: it gives up on the frame and runs it eagerly, unless told to raise.
 _SOFT_FAILURES = frozenset({"Unsupported", "UserError"})
 _NESTED_BREAK = re.compile(r"\*{3}[^*\n]*another graph break occurred[^*\n]*\*{3}")
-_ADDRESS = re.compile(r"0x[0-9a-fA-F]+")
 _COMPILE_ID_PREFIX = re.compile(r"^\s*\[?!?[\d/]+\]?:\s*")
 _DEVICE_KEYS = frozenset(
     {"CPU", "CUDA", "HIP", "XLA", "MPS", "IPU", "XPU", "HPU", "VE", "Lazy", "Meta", "MTIA"}
@@ -59,6 +62,10 @@ _NOT_USER_DIRS = tuple(
         sysconfig.get_paths()["platstdlib"],
     )
 )
+
+# A break's identity: (frame id, user stack as (file, line) outermost first, column of the
+# breaking instruction or None).
+_BreakKey = tuple[str, tuple[tuple[str, int], ...], int | None]
 
 
 @dataclass
@@ -105,7 +112,7 @@ class Accountant:
 
     def __init__(self) -> None:
         self._graphs: list[_Graph] = []
-        self._breaks: dict[tuple[str, tuple[tuple[str, int], ...]], BreakRecord] = {}
+        self._breaks: dict[_BreakKey, BreakRecord] = {}
         self._recompiles: list[RecompileRecord] = []
         self._fallbacks: dict[tuple[str, str], FallbackRecord] = {}
         self._compile_time_s = 0.0
@@ -268,7 +275,8 @@ class Accountant:
             if not event.backward:
                 self._take_compile(event, raised)
         for brk in seen.breaks:
-            self._add_break(_summary(brk.reason), brk.stack)
+            key = (_compat.frame_id(brk.compile_id), brk.stack, brk.column)
+            self._add_break(key, _summary(brk.reason))
 
     def _take_compile(self, event: _compat.CompileEvent, raised: set[str]) -> None:
         self._frame_compiles += 1
@@ -301,7 +309,8 @@ class Accountant:
         soft = event.fail_type in _SOFT_FAILURES
         if soft:  # Dynamo gave up on the frame over something it cannot trace: a graph break
             location = (event.fail_location,) if event.fail_location else ()
-            self._add_break(_summary(event.fail_reason or event.fail_type), location)
+            key = (event.frame_id, location, None)
+            self._add_break(key, _summary(event.fail_reason or event.fail_type))
         if event.compile_id in raised:
             return  # the failure reached the caller: an error it sees, not a silent eager run
         kind = "suppressed_error" if event.errors_suppressed and not soft else "skipped"
@@ -323,16 +332,15 @@ class Accountant:
             (frame, kind), FallbackRecord(frame=frame, kind=kind, reason=reason)
         )
 
-    def _add_break(self, reason: str, stack: tuple[tuple[str, int], ...]) -> None:
-        key = (_ADDRESS.sub("0x", reason.split(":", 1)[0]), stack)
+    def _add_break(self, key: _BreakKey, reason: str) -> None:
         if key not in self._breaks:
-            *callers, location = _user_frames(stack) or [""]
+            *callers, location = _user_frames(key[1]) or [""]
             if callers:  # the same line can break each frame on the way to it
                 reason += f" (reached from {', '.join(callers)})"
             self._breaks[key] = BreakRecord(reason=reason, location=location)
 
     def _label_of(self, compile_id: str) -> str:
-        frame_id = compile_id.rsplit("/", 1)[0]
+        frame_id = _compat.frame_id(compile_id)
         return self._frame_labels.get(
             frame_id, f"frame {frame_id}" if frame_id else "unknown frame"
         )

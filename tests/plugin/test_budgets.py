@@ -235,6 +235,43 @@ def test_recompiles_above_the_file_fail_and_unrecorded_tests_follow_their_marker
     )
 
 
+def test_two_breaks_on_one_line_count_two_in_a_budget_and_in_the_file(
+    pytester: pytest.Pytester,
+) -> None:
+    """Breaks are events: Dynamo breaks at the first print, then its continuation at the second."""
+    pytester.makepyfile(
+        test_one_line="""
+        import pytest
+        import torch
+
+        def model(x):
+            x = x + 1
+            print("a"); x = x * 2; print("b")
+            return x - 1
+
+        @pytest.mark.compile_parity(backend="eager", max_graph_breaks=1)
+        def test_budget(compile_parity):
+            compile_parity(model, torch.randn(4))
+
+        @pytest.mark.compile_parity(backend="eager")
+        def test_recorded(compile_parity):
+            compile_parity(model, torch.randn(4))
+        """
+    )
+    result = pytester.runpytest(f"--compile-budgets={BUDGETS}", "--compile-budgets-update")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E   *GraphBreakBudgetExceeded: 2 graph breaks, over the budget max_graph_breaks=1 "
+            "(from marker on *test_budget*",
+            "      1. test_one_line.py:6: Failed to trace builtin operator*",
+            "      2. test_one_line.py:6: Failed to trace builtin operator*",
+        ]
+    )
+    tests = json.loads((pytester.path / BUDGETS).read_text())["tests"]
+    assert tests["test_one_line.py::test_recorded"]["cpu"]["graph_breaks"] == 2
+
+
 def test_an_update_keeps_what_it_cannot_see_and_drops_deleted_tests(
     pytester: pytest.Pytester,
 ) -> None:

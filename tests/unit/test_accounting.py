@@ -296,9 +296,10 @@ def test_the_wrapper_forwards_what_dynamo_asks_of_the_real_backend() -> None:
     assert wrapper.compiler_fn is inner.compiler_fn
 
 
-def test_breaks_are_counted_once_per_place_and_examples_accumulate() -> None:
-    """One Accountant over several calls (as over Hypothesis examples): the same break
-    recompiled is the same break; each recompile is one more, its continuation included."""
+def test_a_recompiled_break_is_the_same_break_and_examples_accumulate() -> None:
+    """One Accountant over several calls (as over Hypothesis examples): a frame recompiled
+    breaking at the same place again adds no break; each recompile is one more, its
+    continuation included."""
     with compile_world() as accountant:
         call = compiled(accountant, two_breaks, dynamic=False)
         for size in (2, 3, 2, 4):
@@ -307,6 +308,73 @@ def test_breaks_are_counted_once_per_place_and_examples_accumulate() -> None:
     assert len(counts["graph_breaks"]) == 2
     assert [r["category"] for r in counts["recompiles"]] == ["size", "size"]
     assert len(counts["graphs"]) == 9
+
+
+def prints_twice_on_one_line(x: torch.Tensor) -> torch.Tensor:
+    x = x + 1
+    print("a", end=""); print("b", end="")  # noqa: E702  # fmt: skip
+    return x * 2
+
+
+def test_each_break_is_attributed_to_the_frame_compile_that_hit_it() -> None:
+    """Two breaks on one line are hit by two frames: the function, then its continuation."""
+    with compile_world(), _compat.dynamo_records() as seen:
+        torch.compile(prints_twice_on_one_line, backend="eager")(torch.ones(2))
+    first, second = seen.breaks
+    assert (first.compile_id, second.compile_id) == ("0/0", "1/0")
+    assert first.stack == second.stack
+    [(filename, line)] = first.stack
+    assert os.path.samefile(filename, __file__)
+    assert 'print("a", end=""); print("b"' in linecache.getline(__file__, line)
+    assert first.column is not None and second.column is not None
+    assert first.column < second.column
+
+
+def test_two_breaks_on_one_line_are_two_and_stay_two_over_recompiles() -> None:
+    with compile_world() as accountant:
+        call = compiled(accountant, prints_twice_on_one_line, dynamic=False)
+        for size in (2, 3, 4):
+            call(torch.ones(size))
+    counts = accountant.counts()
+    assert len(counts["graph_breaks"]) == 2
+    assert len({brk["location"] for brk in counts["graph_breaks"]}) == 1
+    assert [r["category"] for r in counts["recompiles"]] == ["size", "size"]
+    accountant.check_budgets(2, 2, False, SOURCE)
+    with pytest.raises(GraphBreakBudgetExceeded, match="2 graph breaks, over the budget"):
+        accountant.check_budgets(1, 2, False, SOURCE)
+
+
+def test_one_break_reached_in_two_continuations_is_two_breaks() -> None:
+    """Each side of a data-dependent branch continues in a frame of its own; both meet the print."""
+
+    def branch_then_print(x: torch.Tensor) -> torch.Tensor:
+        x = x + 1 if x.sum() > 0 else x - 1
+        print("", end="")
+        return x * 2
+
+    with compile_world() as accountant:
+        call = compiled(accountant, branch_then_print)
+        for sign in (1.0, -1.0, 1.0, -1.0):
+            call(torch.full((2,), sign))
+    reasons = [brk["reason"] for brk in accountant.counts()["graph_breaks"]]
+    assert len(reasons) == 3
+    assert reasons[0].startswith("data-dependent control flow")
+    assert all("print" in reason for reason in reasons[1:])
+
+
+def test_a_dynamo_reset_inside_an_observed_call_is_harmless() -> None:
+    """torch._dynamo.reset() drops every compile callback, the accountant's among them."""
+    from torch._dynamo import callback_handler
+
+    before = list(callback_handler.start_callbacks), list(callback_handler.end_callbacks)
+    with compile_world() as accountant:
+        call = compiled(accountant, two_breaks)
+        with accountant.observe():
+            call(torch.ones(2))
+            _compat.reset_dynamo()
+            call(torch.ones(2))
+    assert (callback_handler.start_callbacks, callback_handler.end_callbacks) == before
+    assert len(accountant.counts()["graph_breaks"]) == 2
 
 
 def test_a_continuation_recompiling_on_its_own_is_one_recompile_of_the_user_frame() -> None:

@@ -123,6 +123,34 @@ def calls_helper_that_prints(x: torch.Tensor) -> torch.Tensor:
     return x / 2
 
 
+def prints_twice_on_one_line(x: torch.Tensor) -> torch.Tensor:
+    x = x + 1
+    print("ground truth"); x = x * 2; print("ground truth")  # noqa: E702  # fmt: skip
+    return x - 3
+
+
+def two_items_on_one_line(x: torch.Tensor) -> torch.Tensor:
+    return x * (x.sum().item() + x.amax().item())
+
+
+def branch_then_print(x: torch.Tensor) -> torch.Tensor:
+    x = x + 1 if x.sum() > 0 else x - 1
+    print("ground truth")
+    return x * 2
+
+
+def _helper_that_breaks(x: torch.Tensor) -> torch.Tensor:
+    x = x + 1
+    torch._dynamo.graph_break()
+    return x * 2
+
+
+def calls_helper_twice(x: torch.Tensor) -> torch.Tensor:
+    x = _helper_that_breaks(x)
+    x = _helper_that_breaks(x)
+    return x - 1
+
+
 def break_then_sum(x: torch.Tensor) -> torch.Tensor:
     x = x + 1
     torch._dynamo.graph_break()
@@ -273,6 +301,40 @@ ROWS = [
         breaks=2,
         at=("print(",) * 2,
     ),
+    # Breaks are events: Dynamo breaks the frame at the first print, then the continuation
+    # at the second. torch counts two (counters["graph_break"], TORCH_LOGS=graph_breaks).
+    Row(
+        "two prints on one line",
+        once(prints_twice_on_one_line, _t(4)),
+        graphs=3,
+        breaks=2,
+        at=("print(",) * 2,
+    ),
+    Row(
+        "two .item() on one line",
+        once(two_items_on_one_line, _t(4)),
+        graphs=3,
+        breaks=2,
+        at=(".item()",) * 2,
+    ),
+    # The branch breaks once; each side's continuation then breaks at the print: two events at
+    # one line, in two different frames (both continuations then resume in one shared frame).
+    Row(
+        "one print reached in both branches' continuations",
+        each(branch_then_print, (_t(4),), (-_t(4),)),
+        graphs=4,
+        breaks=3,
+        at=("x.sum() > 0", "print(", "print("),
+    ),
+    # The caller breaks at each call (its frame at the first, its continuation at the second);
+    # the helper, compiled once as its own frame, breaks once: three, as counters["graph_break"].
+    Row(
+        "graph_break() in a helper called twice",
+        once(calls_helper_twice, _t(4)),
+        graphs=3,
+        breaks=3,
+        at=("graph_break()",) * 3,
+    ),
     Row(
         "size change, automatic dynamic",
         each(double, (_t(2),), (_t(3),), (_t(4),), (_t(5),)),
@@ -344,6 +406,17 @@ ROWS = [
         options={"dynamic": False},
     ),
     # recompile_limit is 8: seven recompiles, then Dynamo refuses and the call would go eager.
+    # The frame and the continuation between the prints recompile for each size, breaking at the
+    # same prints again: still two breaks.
+    Row(
+        "recompile across two breaks on one line",
+        quietly(each(prints_twice_on_one_line, (_t(2),), (_t(3),), (_t(4),))),
+        graphs=9,
+        breaks=2,
+        at=("print(",) * 2,
+        recompiles=("size", "size"),
+        options={"dynamic": False},
+    ),
     Row(
         "module attribute changes every call",
         each(Counter(), *[(_t(2),)] * 10),
