@@ -278,6 +278,55 @@ def sync_module(source: torch.nn.Module, target: torch.nn.Module) -> None:
                         other.grad = None if tensor.grad is None else tensor.grad.clone()
 
 
+def _tensor_pairs(
+    module: torch.nn.Module, copied: torch.nn.Module
+) -> Iterator[tuple[int, torch.Tensor]]:
+    """(id of each parameter and buffer of `module`, the same one of its copy)."""
+    originals = dict(module.named_parameters()) | dict(module.named_buffers())
+    copies = dict(copied.named_parameters()) | dict(copied.named_buffers())
+    return ((id(originals[name]), copies[name]) for name in originals)
+
+
+class _Copies:
+    """The compiled side's copy of each of the caller's tensors, keyed by the original's id,
+    with what each copy was (writes, requires_grad, its .grad) before the compiled call."""
+
+    def __init__(self, memo: Mapping[int, Any]) -> None:
+        self._copies = {key: t for key, t in memo.items() if isinstance(t, torch.Tensor)}
+        self._marks = {key: _Mark.of(t) for key, t in self._copies.items()}
+
+    def unchanged(self) -> dict[int, Any]:
+        """A clone_tree memo: each caller tensor whose copy the compiled call did not touch."""
+        return {key: t for key, t in self._copies.items() if self._marks[key].same(_Mark.of(t))}
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """What a call can change of a leaf tensor: its data (the write count its views share),
+    requires_grad, and its .grad (the object, kept alive so it is never mistaken for another)."""
+
+    version: int | None
+    requires_grad: bool
+    grad: torch.Tensor | None
+    grad_version: int | None
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> _Mark:
+        grad = t.grad if t.is_leaf else None
+        version = _compat.version_counter(t) if t.is_leaf else None
+        grad_version = None if grad is None else _compat.version_counter(grad)
+        return cls(version, t.requires_grad, grad, grad_version)
+
+    def same(self, other: _Mark) -> bool:
+        return (
+            self.version is not None
+            and (self.grad is None or self.grad_version is not None)
+            and (self.version, self.requires_grad, self.grad_version)
+            == (other.version, other.requires_grad, other.grad_version)
+            and self.grad is other.grad
+        )
+
+
 class _Restructured(Exception):
     """The caller changed the module's structure; the compiled side starts from a new copy."""
 
@@ -570,9 +619,7 @@ class Checker:
             if isinstance(leaf, torch.nn.Module):
                 copied, _ = self._module_copy(leaf)
                 memo[id(leaf)] = copied
-                originals = dict(leaf.named_parameters()) | dict(leaf.named_buffers())
-                copies = dict(copied.named_parameters()) | dict(copied.named_buffers())
-                memo.update((id(originals[name]), copies[name]) for name in originals)
+                memo.update(_tensor_pairs(leaf, copied))
         return memo
 
     def _shared_containers(self, fn: Callable[..., Any]) -> pystate.SharedContainers:
@@ -616,12 +663,11 @@ class Checker:
         self.calls += 1
         self._note_devices(fn, args, kwargs)
         module = fn if isinstance(fn, torch.nn.Module) else None
-        pristine = clone_tree((module, args, dict(kwargs)))
         backward = self.settings.backward
         rng = _RngState.capture()
         shared = self._shared_containers(fn)
         before = shared.snapshot()
-        compiled_result = self._run_compiled(fn, args, kwargs)
+        compiled_result, copies = self._run_compiled(fn, args, kwargs)
         limit_hit = compiled_result.exception is not None and _compat.is_recompile_limit_error(
             compiled_result.exception
         )
@@ -629,9 +675,13 @@ class Checker:
             self._start_fresh_cache()
             rng.restore()
             shared.restore(before)
-            compiled_result = self._run_compiled(fn, args, kwargs)
+            compiled_result, copies = self._run_compiled(fn, args, kwargs)
         _with_containers(compiled_result, shared)
         shared.restore(before)  # the eager run starts from the state the compiled one did
+        # The compiled side ran on copies, so the caller's objects still hold the state before
+        # the call: the snapshot for re-runs is taken now, sharing each tensor the compiled call
+        # left as it found it instead of copying it once more.
+        pristine = clone_tree((module, args, dict(kwargs)), copies.unchanged())
         rng.restore()
         eager_result = _run_side(_Side(fn, module, args, dict(kwargs)), backward, _nothing)
         _with_containers(eager_result, shared)
@@ -686,12 +736,15 @@ class Checker:
 
     def _run_compiled(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
-    ) -> parity.SideResult:
+    ) -> tuple[parity.SideResult, _Copies]:
         """The compiled side, on copies of the caller's inputs and modules (left untouched)."""
         entry = self._compiled_for(fn)
-        compiled_args, compiled_kwargs = clone_tree(
-            (args, dict(kwargs)), self._copies_of_modules((args, dict(kwargs)))
-        )
+        memo = self._copies_of_modules((args, dict(kwargs)))
+        # Shaped as (module, args, kwargs), so an uncopyable input is named as the input it is.
+        _, compiled_args, compiled_kwargs = clone_tree((None, args, dict(kwargs)), memo)
+        if isinstance(fn, torch.nn.Module) and entry.module_copy is not None:
+            memo.update(_tensor_pairs(fn, entry.module_copy))
+        copies = _Copies(memo)
         side = _Side(
             entry.compiled,
             entry.module_copy,
@@ -704,7 +757,7 @@ class Checker:
             module=entry.module_copy,
             cudagraphs=self.settings.uses_cudagraphs,
         )
-        return _run_side(side, self.settings.backward, around)
+        return _run_side(side, self.settings.backward, around), copies
 
     def _start_fresh_cache(self) -> None:
         """Hypothesis examples filled Dynamo's cache up to its recompile limit: start a new one.
