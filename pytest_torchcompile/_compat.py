@@ -93,9 +93,13 @@ def map_module_tensors(
     return applied
 
 
-def version(tensor: torch.Tensor) -> int:
-    """The tensor's version counter: it moves with every in-place change (views share it)."""
-    return int(tensor._version)
+def version_counter(tensor: torch.Tensor) -> int | None:
+    """How many in-place writes the tensor's storage has seen (views share it); None for an
+    inference tensor, which keeps no count."""
+    try:
+        return int(tensor._version)
+    except RuntimeError:
+        return None
 
 
 # --- compile failures (lead) ---

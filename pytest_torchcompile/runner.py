@@ -278,6 +278,55 @@ def sync_module(source: torch.nn.Module, target: torch.nn.Module) -> None:
                         other.grad = None if tensor.grad is None else tensor.grad.clone()
 
 
+def _tensor_pairs(
+    module: torch.nn.Module, copied: torch.nn.Module
+) -> Iterator[tuple[int, torch.Tensor]]:
+    """(id of each parameter and buffer of `module`, the same one of its copy)."""
+    originals = dict(module.named_parameters()) | dict(module.named_buffers())
+    copies = dict(copied.named_parameters()) | dict(copied.named_buffers())
+    return ((id(originals[name]), copies[name]) for name in originals)
+
+
+class _Copies:
+    """The compiled side's copy of each of the caller's tensors, keyed by the original's id,
+    with what each copy was (writes, requires_grad, its .grad) before the compiled call."""
+
+    def __init__(self, memo: Mapping[int, Any]) -> None:
+        self._copies = {key: t for key, t in memo.items() if isinstance(t, torch.Tensor)}
+        self._marks = {key: _Mark.of(t) for key, t in self._copies.items()}
+
+    def unchanged(self) -> dict[int, Any]:
+        """A clone_tree memo: each caller tensor whose copy the compiled call did not touch."""
+        return {key: t for key, t in self._copies.items() if self._marks[key].same(_Mark.of(t))}
+
+
+@dataclass(frozen=True)
+class _Mark:
+    """What a call can change of a leaf tensor: its data (the write count its views share),
+    requires_grad, and its .grad (the object, kept alive so it is never mistaken for another)."""
+
+    version: int | None
+    requires_grad: bool
+    grad: torch.Tensor | None
+    grad_version: int | None
+
+    @classmethod
+    def of(cls, t: torch.Tensor) -> _Mark:
+        grad = t.grad if t.is_leaf else None
+        version = _compat.version_counter(t) if t.is_leaf else None
+        grad_version = None if grad is None else _compat.version_counter(grad)
+        return cls(version, t.requires_grad, grad, grad_version)
+
+    def same(self, other: _Mark) -> bool:
+        return (
+            self.version is not None
+            and (self.grad is None or self.grad_version is not None)
+            and (self.version, self.requires_grad, self.grad_version)
+            == (other.version, other.requires_grad, other.grad_version)
+            and self.grad is other.grad
+        )
+
+
 class _Restructured(Exception):
     """The caller changed the module's structure; the compiled side starts from a new copy."""
 
@@ -350,7 +399,7 @@ class _Watch:
     modules' and argument objects' plain attributes. Cheap to take: nothing is copied but plain
     values, so a snapshot of the tensors is made only when a call turns out to change one."""
 
-    versions: list[tuple[str, torch.Tensor, int]]
+    versions: list[tuple[str, torch.Tensor, int | None]]  # None: an inference tensor, uncounted
     attributes: dict[str, Any]
 
     @classmethod
@@ -359,7 +408,7 @@ class _Watch:
     ) -> _Watch:
         state = _state_after(module, args, kwargs)
         tensors = [
-            (name, t, _compat.version(t))
+            (name, t, _compat.version_counter(t))
             for name, t in state.items()
             if isinstance(t, torch.Tensor)
         ]
@@ -372,7 +421,11 @@ class _Watch:
         self, module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> list[str]:
         """Names of what changed since the watch was taken."""
-        moved = [name for name, t, version in self.versions if _compat.version(t) != version]
+        moved = [
+            name
+            for name, t, version in self.versions
+            if version is None or _compat.version_counter(t) != version
+        ]
         now = _state_after(module, args, kwargs)
         moved += [
             name for name, value in self.attributes.items() if not _same(now.get(name), value)
@@ -613,9 +666,7 @@ class Checker:
             if isinstance(leaf, torch.nn.Module):
                 copied, _ = self._module_copy(leaf)
                 memo[id(leaf)] = copied
-                originals = dict(leaf.named_parameters()) | dict(leaf.named_buffers())
-                copies = dict(copied.named_parameters()) | dict(copied.named_buffers())
-                memo.update((id(originals[name]), copies[name]) for name in originals)
+                memo.update(_tensor_pairs(leaf, copied))
         return memo
 
     def _shared_containers(self, fn: Callable[..., Any]) -> pystate.SharedContainers:
@@ -665,7 +716,7 @@ class Checker:
         rng = _RngState.capture()
         shared = self._shared_containers(fn)
         before = shared.snapshot()
-        compiled_result, changed = self._run_compiled(fn, args, kwargs)
+        compiled_result, changed, copies = self._run_compiled(fn, args, kwargs)
         limit_hit = compiled_result.exception is not None and _compat.is_recompile_limit_error(
             compiled_result.exception
         )
@@ -673,12 +724,13 @@ class Checker:
             self._start_fresh_cache()
             rng.restore()
             shared.restore(before)
-            compiled_result, changed_again = self._run_compiled(fn, args, kwargs)
+            compiled_result, changed_again, copies = self._run_compiled(fn, args, kwargs)
             changed = changed or changed_again
-        # Re-runs need the call as it was. The caller's objects are still that until eager runs;
-        # copy them now only if the call changes state in place (as the compiled run just did),
-        # else re-runs copy the caller's objects, which the watch shows eager left unchanged.
-        pristine = clone_tree(snapshot_of) if changed else None
+        # Re-runs need the call as it was, and the caller's objects hold that until eager runs.
+        # A call that changes nothing in place needs no copy: re-runs copy the caller's objects,
+        # which the watch shows eager left unchanged. One that does is snapshotted now, sharing
+        # each tensor whose compiled-side copy the call left as it found it.
+        pristine = clone_tree(snapshot_of, copies.unchanged()) if changed else None
         _with_containers(compiled_result, shared)
         shared.restore(before)  # the eager run starts from the state the compiled one did
         rng.restore()
@@ -743,13 +795,16 @@ class Checker:
 
     def _run_compiled(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
-    ) -> tuple[parity.SideResult, bool]:
-        """The compiled side, on copies of the caller's inputs and modules (left untouched), and
-        whether it changed any of them in place."""
+    ) -> tuple[parity.SideResult, bool, _Copies]:
+        """The compiled side, on copies of the caller's inputs and modules (left untouched);
+        whether it changed any of them in place; and the copies, to share untouched ones."""
         entry = self._compiled_for(fn)
-        compiled_args, compiled_kwargs = clone_tree(
-            (args, dict(kwargs)), self._copies_of_modules((args, dict(kwargs)))
-        )
+        memo = self._copies_of_modules((args, dict(kwargs)))
+        # Shaped as (module, args, kwargs), so an uncopyable input is named as the input it is.
+        _, compiled_args, compiled_kwargs = clone_tree((None, args, dict(kwargs)), memo)
+        if isinstance(fn, torch.nn.Module) and entry.module_copy is not None:
+            memo.update(_tensor_pairs(fn, entry.module_copy))
+        copies = _Copies(memo)
         watch = _Watch.of(entry.module_copy, compiled_args, compiled_kwargs)
         side = _Side(
             entry.compiled,
@@ -764,7 +819,8 @@ class Checker:
             cudagraphs=self.settings.uses_cudagraphs,
         )
         result = _run_side(side, self.settings.backward, around)
-        return result, bool(watch.changed(entry.module_copy, compiled_args, compiled_kwargs))
+        changed = bool(watch.changed(entry.module_copy, compiled_args, compiled_kwargs))
+        return result, changed, copies
 
     def _start_fresh_cache(self) -> None:
         """Hypothesis examples filled Dynamo's cache up to its recompile limit: start a new one.
