@@ -54,7 +54,7 @@ def select(
     return chosen[:limit]
 
 
-def _worker(conn: Connection, device: str, backend: str, samples: int, threads: int) -> None:
+def _worker(conn: Connection, args: argparse.Namespace, threads: int) -> None:
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
     import torch
     from opinfo_check import DTYPES, check_op
@@ -64,7 +64,15 @@ def _worker(conn: Connection, device: str, backend: str, samples: int, threads: 
     conn.send("ready")
     while (task := conn.recv()) is not None:
         index, dtype = task
-        records = check_op(op_db[index], DTYPES[dtype], device, backend, samples)
+        errors = dtype == "error_inputs"
+        records = check_op(
+            op_db[index],
+            DTYPES["float32" if errors else dtype],
+            args.device,
+            args.backend,
+            args.samples,
+            errors,
+        )
         conn.send([record.to_json() for record in records])
 
 
@@ -89,7 +97,7 @@ class Pool:
         threads = max(1, (os.cpu_count() or 1) // self.args.workers)
         process = self.context.Process(
             target=_worker,
-            args=(theirs, self.args.device, self.args.backend, self.args.samples, threads),
+            args=(theirs, self.args, threads),
             daemon=True,
         )
         process.start()
@@ -215,9 +223,18 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--backend", default="aot_eager", help="eager, aot_eager or inductor")
     parser.add_argument("--device", default="cpu")
     parser.add_argument(
-        "--dtypes", nargs="+", default=["float32"], choices=["float32", "float16", "bfloat16"]
+        "--dtypes",
+        nargs="*",
+        default=["float32"],
+        choices=["float32", "float16", "bfloat16"],
+        help="sample dtypes (none with --error-inputs: error inputs only)",
     )
     parser.add_argument("--samples", type=int, default=2, help="first N samples per op and dtype")
+    parser.add_argument(
+        "--error-inputs",
+        action="store_true",
+        help="also the first N of each op's error_inputs (eager must raise): exception parity",
+    )
     parser.add_argument("--ops", nargs="*", default=[], help="fnmatch patterns on op.variant names")
     parser.add_argument("--limit", type=int, default=None, help="at most this many ops")
     parser.add_argument("--every", type=int, default=1, help="every K-th selected op (a spread)")
@@ -247,7 +264,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         done = {(r["op"], r["dtype"]) for r in map(json.loads, path.read_text().splitlines())}
     elif path.exists():
         path.unlink()
-    tasks = [(i, d) for i in chosen for d in args.dtypes if (names[i], d) not in done]
+    kinds = [*args.dtypes, *(["error_inputs"] if args.error_inputs else [])]
+    tasks = [(i, d) for i in chosen for d in kinds if (names[i], d) not in done]
     print(f"{len(tasks)} (op, dtype) pairs to run on {args.device} with {args.backend}", flush=True)
     with path.open("a") as sink:
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import json
 import time
 import traceback
@@ -410,33 +411,46 @@ def quiet() -> Iterator[None]:
         yield
 
 
-def check_op(op: Any, dtype: torch.dtype, device: str, backend: str, samples: int) -> list[Record]:
-    """The first `samples` samples of one op in one dtype; never raises."""
+def _draw(op: Any, dtype: torch.dtype, device: str, errors: bool) -> Iterator[Any]:
+    if errors:  # inputs eager must reject, with the error torch documents: exception parity
+        return (error.sample_input for error in op.error_inputs(device))
+    requires_grad = op.supports_autograd and dtype in op.supported_backward_dtypes(device)
+    return iter(op.sample_inputs(device, dtype, requires_grad=requires_grad))
+
+
+def check_op(
+    op: Any, dtype: torch.dtype, device: str, backend: str, samples: int, errors: bool = False
+) -> list[Record]:
+    """The first `samples` samples (or error inputs) of one op in one dtype; never raises."""
     name = full_name(op)
-    base = Record(name, str(dtype).removeprefix("torch."), device, backend, -1, "skip", "")
+    label = "error_inputs" if errors else str(dtype).removeprefix("torch.")
+    base = Record(name, label, device, backend, -1, "skip", "")
     if name in RANDOM_OPS or op.has_nondeterministic_output:
         base.reason = "random or uninitialised output"
         return [base]
     if dtype not in op.supported_dtypes(device):
         base.reason = f"{base.dtype} not supported on {device}"
         return [base]
-    requires_grad = op.supports_autograd and dtype in op.supported_backward_dtypes(device)
+    if errors and op.error_inputs_func is None:
+        base.reason = "the op lists no error_inputs"
+        return [base]
     records = []
     with quiet():
         try:
-            iterator = iter(op.sample_inputs(device, dtype, requires_grad=requires_grad))
-            drawn = [sample for _, sample in zip(range(samples), iterator, strict=False)]
+            drawn = list(itertools.islice(_draw(op, dtype, device, errors), samples))
         except Exception as exc:
-            base.reason = f"sample_inputs raised {_first_line(exc)}"
+            base.reason = f"drawing samples raised {_first_line(exc)}"
             return [base]
         for index, sample in enumerate(drawn):
             try:
-                records.append(check_sample(op, index, sample, dtype, device, backend))
+                record = check_sample(op, index, sample, dtype, device, backend)
+                record.dtype = label
+                records.append(record)
             except Exception as exc:  # the harness's own oracle failed: say so, keep going
                 reason = (
                     f"{_first_line(exc)} (at {traceback.extract_tb(exc.__traceback__)[-1].name})"
                 )
-                records.append(Record(name, base.dtype, device, backend, index, "harness", reason))
+                records.append(Record(name, label, device, backend, index, "harness", reason))
             finally:
                 torch._dynamo.reset()
     return records
