@@ -128,7 +128,7 @@ class Pool:
             )
 
     def run(self, tasks: list[Task], deadline: float) -> list[Task]:
-        """Run tasks until done or the deadline; return those never started."""
+        """Run tasks until done or the deadline (plus grace); return those not run."""
         pending = list(reversed(tasks))
         for _ in range(min(self.args.workers, len(tasks))):
             self._spawn()
@@ -157,14 +157,18 @@ class Pool:
                     slot.task = None
             now = time.monotonic()
             for conn, slot in list(self.slots.items()):
-                if slot.task is not None and now - slot.started > self.args.timeout:
+                if slot.task is not None and now > deadline + self.args.grace:
+                    pending.append(slot.task)  # cut off by the deadline: not run, not recorded
+                    slot.task = None
+                    slot.process.kill()
+                elif slot.task is not None and now - slot.started > self.args.timeout:
                     self._lost(
                         conn, "timeout", f"ran past the per-op limit of {self.args.timeout}s"
                     )
                     self._spawn()
         for conn in list(self.slots):
             slot = self.slots.pop(conn)
-            if slot.ready:
+            if slot.ready and slot.process.is_alive():
                 conn.send(None)
             slot.process.join(timeout=10)
             if slot.process.is_alive():
@@ -245,6 +249,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         type=float,
         default=None,
         help="stop starting ops after this many seconds, then summarize",
+    )
+    parser.add_argument(
+        "--grace",
+        type=float,
+        default=30.0,
+        help="after the deadline, ops still running get this long, then count as not run",
     )
     parser.add_argument("--resume", action="store_true", help="skip (op, dtype) pairs in OUT")
     parser.add_argument("--out", type=Path, default=Path("opinfo-results"))
