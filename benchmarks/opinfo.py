@@ -63,15 +63,12 @@ def _worker(conn: Connection, args: argparse.Namespace, threads: int) -> None:
     torch.set_num_threads(threads)
     conn.send("ready")
     while (task := conn.recv()) is not None:
-        index, dtype = task
-        errors = dtype == "error_inputs"
+        index, label = task  # "float16", "float16-extremal" or "error_inputs"
+        dtype, _, kind = label.partition("-")
+        if label == "error_inputs":
+            dtype, kind = "float32", label
         records = check_op(
-            op_db[index],
-            DTYPES["float32" if errors else dtype],
-            args.device,
-            args.backend,
-            args.samples,
-            errors,
+            op_db[index], DTYPES[dtype], args.device, args.backend, args.samples, kind or "sample"
         )
         conn.send([record.to_json() for record in records])
 
@@ -235,6 +232,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--samples", type=int, default=2, help="first N samples per op and dtype")
     parser.add_argument(
+        "--extremal",
+        action="store_true",
+        help="also the first N of each op's reference_inputs holding inf, nan or |x| > 1e4",
+    )
+    parser.add_argument(
         "--error-inputs",
         action="store_true",
         help="also the first N of each op's error_inputs (eager must raise): exception parity",
@@ -274,7 +276,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         done = {(r["op"], r["dtype"]) for r in map(json.loads, path.read_text().splitlines())}
     elif path.exists():
         path.unlink()
-    kinds = [*args.dtypes, *(["error_inputs"] if args.error_inputs else [])]
+    kinds = [
+        *args.dtypes,
+        *([f"{d}-extremal" for d in args.dtypes] if args.extremal else []),
+        *(["error_inputs"] if args.error_inputs else []),
+    ]
     tasks = [(i, d) for i in chosen for d in kinds if (names[i], d) not in done]
     print(f"{len(tasks)} (op, dtype) pairs to run on {args.device} with {args.backend}", flush=True)
     with path.open("a") as sink:

@@ -411,19 +411,39 @@ def quiet() -> Iterator[None]:
         yield
 
 
-def _draw(op: Any, dtype: torch.dtype, device: str, errors: bool) -> Iterator[Any]:
-    if errors:  # inputs eager must reject, with the error torch documents: exception parity
+def _extremal(sample: Any) -> bool:
+    """Whether a floating input holds a non-finite value or one beyond 1e4 in magnitude."""
+    floats = [
+        leaf
+        for leaf in pytree.tree_leaves((sample.input, sample.args, sample.kwargs))
+        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point() and leaf.numel()
+    ]
+    return any(
+        bool((~torch.isfinite(t)).any()) or float(t.detach().abs().max()) > 1e4 for t in floats
+    )
+
+
+def _draw(op: Any, dtype: torch.dtype, device: str, kind: str) -> Iterator[Any]:
+    if kind == "error_inputs":  # inputs eager must reject, with the error torch documents
         return (error.sample_input for error in op.error_inputs(device))
     requires_grad = op.supports_autograd and dtype in op.supported_backward_dtypes(device)
+    if kind == "extremal":  # torch's reference inputs holding inf, nan or huge values
+        drawn = op.reference_inputs(device, dtype, requires_grad=requires_grad)
+        return (sample for sample in drawn if _extremal(sample))
     return iter(op.sample_inputs(device, dtype, requires_grad=requires_grad))
 
 
 def check_op(
-    op: Any, dtype: torch.dtype, device: str, backend: str, samples: int, errors: bool = False
+    op: Any, dtype: torch.dtype, device: str, backend: str, samples: int, kind: str = "sample"
 ) -> list[Record]:
-    """The first `samples` samples (or error inputs) of one op in one dtype; never raises."""
+    """The first `samples` inputs of one kind (sample, extremal, error_inputs) of one op.
+
+    Never raises: what goes wrong becomes a record.
+    """
     name = full_name(op)
-    label = "error_inputs" if errors else str(dtype).removeprefix("torch.")
+    label = {"sample": str(dtype).removeprefix("torch."), "error_inputs": kind}.get(
+        kind, f"{str(dtype).removeprefix('torch.')}-{kind}"
+    )
     base = Record(name, label, device, backend, -1, "skip", "")
     if name in RANDOM_OPS or op.has_nondeterministic_output:
         base.reason = "random or uninitialised output"
@@ -431,15 +451,18 @@ def check_op(
     if dtype not in op.supported_dtypes(device):
         base.reason = f"{base.dtype} not supported on {device}"
         return [base]
-    if errors and op.error_inputs_func is None:
+    if kind == "error_inputs" and op.error_inputs_func is None:
         base.reason = "the op lists no error_inputs"
         return [base]
     records = []
     with quiet():
         try:
-            drawn = list(itertools.islice(_draw(op, dtype, device, errors), samples))
+            drawn = list(itertools.islice(_draw(op, dtype, device, kind), samples))
         except Exception as exc:
             base.reason = f"drawing samples raised {_first_line(exc)}"
+            return [base]
+        if not drawn:
+            base.reason = f"no {kind} inputs"
             return [base]
         for index, sample in enumerate(drawn):
             try:
