@@ -140,7 +140,8 @@ def _first_line(exc: BaseException) -> str:
 def unwrap(exc: BaseException) -> BaseException:
     """The exception a user's code raised, under Dynamo's and Inductor's wrappers."""
     while type(exc).__module__.startswith(_WRAPPERS):
-        inner = getattr(exc, "inner_exception", None) or exc.__cause__
+        # TorchRuntimeError is raised `from None`: the original sits in __context__'s __cause__
+        inner = getattr(exc, "inner_exception", None) or exc.__cause__ or exc.__context__
         if not isinstance(inner, BaseException):
             break
         exc = inner
