@@ -19,6 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 import opinfo_check
 from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.opinfo.core import SampleInput
 
 OPS = {opinfo_check.full_name(op): op for op in op_db}
 BAD = ("false-alarm", "crash", "harness")
@@ -74,6 +75,27 @@ def test_no_false_alarm_on_inductor(name: str) -> None:
 def test_a_planted_wrong_output_is_a_divergence_not_a_false_alarm() -> None:
     records = opinfo_check.check_op(OPS["add"], torch.float32, "cpu", "planted:corrupt_output", 1)
     assert [r.outcome for r in records] == ["divergence"], records
+
+
+# Eager rejects a batch of one in training; Dynamo raises TorchRuntimeError around that ValueError.
+BATCH_OF_ONE = SampleInput(torch.randn(1, 3), args=(None, None), kwargs={"training": True})
+
+
+@known("wrapped exceptions: compiled raises TorchRuntimeError around eager's ValueError")
+def test_no_false_alarm_when_compiled_wraps_eagers_exception() -> None:
+    op = OPS["nn.functional.batch_norm"]
+    record = opinfo_check.check_sample(op, 0, BATCH_OF_ONE, torch.float32, "cpu", "aot_eager")
+    assert record.outcome == "eager-invalid", record
+
+
+def test_the_oracle_sees_through_dynamos_wrapper() -> None:
+    fn = opinfo_check.callable_for(OPS["nn.functional.batch_norm"], BATCH_OF_ONE)
+    inputs = ((BATCH_OF_ONE.input, *BATCH_OF_ONE.args), BATCH_OF_ONE.kwargs)
+    outcome, evidence = opinfo_check.judge(fn, inputs, "aot_eager", cotangents=False)
+    assert (outcome, evidence) == (
+        "false-alarm",
+        "same exception under a wrapper: TorchRuntimeError(ValueError)",
+    )
 
 
 def test_selection_filters_by_pattern_and_spreads() -> None:
