@@ -1,0 +1,107 @@
+"""The OpInfo false-alarm benchmark (benchmarks/opinfo.py) on a small fixed subset of op_db.
+
+Each case runs an op's first samples through `assert_compile_parity` at its defaults and asserts
+that none is a plugin false alarm or a plugin crash. Cases marked KNOWN are today's issue-10
+false alarms and crashes, kept as strict xfails so they are seen, not hidden: when a fix lands,
+the case XPASSes and fails the run, and the mark is removed. The full sweep is
+`python benchmarks/opinfo.py` (minutes; see BENCHMARKS.md).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+import opinfo_check
+from torch.testing._internal.common_methods_invocations import op_db
+from torch.testing._internal.opinfo.core import SampleInput
+
+OPS = {opinfo_check.full_name(op): op for op in op_db}
+BAD = ("false-alarm", "crash", "harness")
+
+
+def known(reason: str) -> pytest.MarkDecorator:
+    return pytest.mark.xfail(strict=True, reason=f"issue 10, known: {reason}")
+
+
+AOT_EAGER = [
+    "abs",
+    "add",
+    "sum",
+    "cumsum",
+    "softmax",
+    "where",
+    "clamp",
+    "matmul",
+    "max.reduction_with_dim",
+    "sort",
+    "index_add",
+    "scatter_add",
+    "nn.functional.conv2d",
+    "nn.functional.layer_norm",
+    "nn.functional.batch_norm",
+    "nn.functional.cross_entropy",
+    "linalg.svd",
+    "narrow",  # a fallback verdict (data-dependent op), not a false alarm
+    pytest.param("sparse.mm.reduce", marks=known("sparse CSR input crashes clone_tree")),
+    pytest.param("sparse.sampled_addmm", marks=known("sparse CSR input crashes clone_tree")),
+]
+INDUCTOR = ["add", "nn.functional.layer_norm"]  # one sample each: a C++ compile is seconds
+
+
+def _bad_records(name: str, backend: str, samples: int = 2) -> list[str]:
+    records = opinfo_check.check_op(OPS[name], torch.float32, "cpu", backend, samples)
+    assert records, name
+    return [
+        f"{r.outcome}: #{r.sample} {r.reason} {r.evidence}" for r in records if r.outcome in BAD
+    ]
+
+
+@pytest.mark.parametrize("name", AOT_EAGER)
+def test_no_false_alarm_on_aot_eager(name: str) -> None:
+    assert _bad_records(name, "aot_eager") == []
+
+
+@pytest.mark.parametrize("name", INDUCTOR)
+def test_no_false_alarm_on_inductor(name: str) -> None:
+    assert _bad_records(name, "inductor", samples=1) == []
+
+
+def test_a_planted_wrong_output_is_a_divergence_not_a_false_alarm() -> None:
+    records = opinfo_check.check_op(OPS["add"], torch.float32, "cpu", "planted:corrupt_output", 1)
+    assert [r.outcome for r in records] == ["divergence"], records
+
+
+# Eager rejects a batch of one in training; Dynamo raises TorchRuntimeError around that ValueError.
+BATCH_OF_ONE = SampleInput(torch.randn(1, 3), args=(None, None), kwargs={"training": True})
+
+
+@known("wrapped exceptions: compiled raises TorchRuntimeError around eager's ValueError")
+def test_no_false_alarm_when_compiled_wraps_eagers_exception() -> None:
+    op = OPS["nn.functional.batch_norm"]
+    record = opinfo_check.check_sample(op, 0, BATCH_OF_ONE, torch.float32, "cpu", "aot_eager")
+    assert record.outcome == "eager-invalid", record
+
+
+def test_the_oracle_sees_through_dynamos_wrapper() -> None:
+    fn = opinfo_check.callable_for(OPS["nn.functional.batch_norm"], BATCH_OF_ONE)
+    inputs = ((BATCH_OF_ONE.input, *BATCH_OF_ONE.args), BATCH_OF_ONE.kwargs)
+    outcome, evidence = opinfo_check.judge(fn, inputs, "aot_eager", cotangents=False)
+    assert (outcome, evidence) == (
+        "false-alarm",
+        "same exception under a wrapper: TorchRuntimeError(ValueError)",
+    )
+
+
+def test_selection_filters_by_pattern_and_spreads() -> None:
+    sys.path.insert(0, str(Path(opinfo_check.__file__).parent))
+    import opinfo
+
+    names = ["abs", "add", "nn.functional.relu", "nn.functional.gelu", "sum"]
+    assert opinfo.select(names, ["nn.functional.*"], None, 1) == [2, 3]
+    assert opinfo.select(names, [], 2, 2) == [0, 2]
