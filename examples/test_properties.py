@@ -12,7 +12,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from models import MLP, ConvBN
+from models import MLP, ConvBN, ema_update, train_step
+from torch import nn
 
 from pytest_torchcompile import strategies as tcst
 
@@ -79,9 +80,44 @@ def test_conv_bn(compile_parity, device, data):
 @pytest.mark.compile_parity
 @FEW
 @given(data=st.data())
+def test_conv_bn_train(compile_parity, device, data):
+    """In training, BatchNorm normalizes by the batch's statistics and updates its running ones."""
+    x = data.draw(tcst.tensors(dtypes=tcst.float_dtypes(), shapes=IMAGES, device=device))
+    torch.manual_seed(0)
+    model = ConvBN().to(device=device, dtype=x.dtype).train()
+    compile_parity(model, x)
+
+
+@pytest.mark.compile_parity
+@FEW
+@given(data=st.data())
 def test_mlp(compile_parity, device, data):
     rows = tcst.shapes(min_dims=1, max_dims=2, min_side=1).map(lambda s: (*s, 32))
     x = data.draw(tcst.tensors(shapes=rows, device=device))
     torch.manual_seed(0)
     model = MLP().to(device=device, dtype=x.dtype).eval()
     compile_parity(model, x)
+
+
+@pytest.mark.compile_parity
+@FEW
+@given(data=st.data())
+def test_ema_update(compile_parity, device, data):
+    """An in-place update: the caller's tensor after the call is compared too."""
+    average = data.draw(tcst.tensors(dtypes=tcst.float_dtypes(), shapes=(16, 8), device=device))
+    value = data.draw(tcst.tensors(dtypes=average.dtype, shapes=(16, 8), device=device))
+    compile_parity(ema_update, average, value)
+
+
+@pytest.mark.compile_parity
+@FEW
+@given(data=st.data())
+def test_training_step(compile_parity, device, data):
+    """Forward, loss, backward and an SGD step: loss, parameters and momentum are compared."""
+    x = data.draw(tcst.tensors(dtypes=tcst.float_dtypes(), shapes=(8, 8), device=device))
+    y = data.draw(tcst.tensors(dtypes=x.dtype, shapes=(8, 4), device=device))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    model = model.to(device=device, dtype=x.dtype)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    compile_parity(train_step, model, optimizer, x, y)
