@@ -19,7 +19,8 @@ def test_ema_update(compile_parity, device):
         compile_parity(ema_update, average, torch.randn(64, device=device))
 
 
-@pytest.mark.compile_parity
+# Eager refuses to update an expanded (stride 0) average in place; such draws are no example.
+@pytest.mark.compile_parity(reject_eager_errors=True)
 @given(data=st.data(), shape=tcst.shapes())
 def test_ema_update_any_input(compile_parity, data, shape):
     average = data.draw(tcst.tensors(dtypes=tcst.float_dtypes(), shapes=shape), label="average")
