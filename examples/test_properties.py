@@ -12,7 +12,8 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from models import MLP, ConvBN
+from models import MLP, ConvBN, ema_update, train_step
+from torch import nn
 
 from pytest_torchcompile import strategies as tcst
 
@@ -76,6 +77,21 @@ def test_conv_bn(compile_parity, device, data):
     compile_parity(model, x)
 
 
+@pytest.mark.compile_parity(reject_eager_errors=True)  # a batch of one 1x1 image, see below
+@FEW
+@given(data=st.data())
+def test_conv_bn_train(compile_parity, device, data):
+    """In training, BatchNorm normalizes by the batch's statistics and updates its running ones.
+
+    With one value per channel (a batch of one 1x1 image) there are no statistics and eager raises
+    ValueError; `reject_eager_errors` makes such a draw no example, as if it were never drawn.
+    """
+    x = data.draw(tcst.tensors(dtypes=tcst.float_dtypes(), shapes=IMAGES, device=device))
+    torch.manual_seed(0)
+    model = ConvBN().to(device=device, dtype=x.dtype).train()
+    compile_parity(model, x)
+
+
 @pytest.mark.compile_parity
 @FEW
 @given(data=st.data())
@@ -85,3 +101,27 @@ def test_mlp(compile_parity, device, data):
     torch.manual_seed(0)
     model = MLP().to(device=device, dtype=x.dtype).eval()
     compile_parity(model, x)
+
+
+@pytest.mark.compile_parity(reject_eager_errors=True)  # eager cannot write an expanded tensor
+@FEW
+@given(data=st.data())
+def test_ema_update(compile_parity, device, data):
+    """An in-place update: the caller's tensor after the call is compared too."""
+    average = data.draw(tcst.tensors(dtypes=tcst.float_dtypes(), shapes=(16, 8), device=device))
+    value = data.draw(tcst.tensors(dtypes=average.dtype, shapes=(16, 8), device=device))
+    compile_parity(ema_update, average, value)
+
+
+@pytest.mark.compile_parity
+@FEW
+@given(data=st.data())
+def test_training_step(compile_parity, device, data):
+    """Forward, loss, backward and an SGD step: loss, parameters and momentum are compared."""
+    x = data.draw(tcst.tensors(dtypes=tcst.float_dtypes(), shapes=(8, 8), device=device))
+    y = data.draw(tcst.tensors(dtypes=x.dtype, shapes=(8, 4), device=device))
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    model = model.to(device=device, dtype=x.dtype)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    compile_parity(train_step, model, optimizer, x, y)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 from hypothesis import given
@@ -31,15 +29,13 @@ def test_conv_bn_channels_last(compile_parity, device):
 torch.manual_seed(0)
 MODELS = {dtype: ConvBN().to(dtype).train() for dtype in tcst.FLOAT_DTYPES}
 
-# Train-mode BatchNorm needs more than one value per channel (eager raises otherwise).
-IMAGES = (
-    tcst.shapes(min_dims=3, max_dims=3, min_side=1, max_side=12)
-    .filter(lambda s: math.prod(s) > 1)
-    .map(lambda s: (s[0], 3, s[1], s[2]))
-)
+# The channel count is fixed by the model; batch and spatial sizes are drawn (at least 1: a
+# convolution needs a position to slide over).
+IMAGES = tcst.shapes(min_dims=4, max_dims=4, min_side=1).map(lambda s: (s[0], 3, *s[2:]))
 
 
-@pytest.mark.compile_parity
-@given(x=tcst.tensors(shapes=IMAGES))
+# A batch of one 1x1 image leaves BatchNorm one value per channel, which eager rejects in training.
+@pytest.mark.compile_parity(reject_eager_errors=True)
+@given(x=tcst.tensors(dtypes=tcst.float_dtypes(), shapes=IMAGES))
 def test_conv_bn_any_image(compile_parity, x):
     compile_parity(MODELS[x.dtype], x)

@@ -19,14 +19,11 @@ def test_ema_update(compile_parity, device):
         compile_parity(ema_update, average, torch.randn(64, device=device))
 
 
-# The average is updated in place, so it cannot be an expanded view (eager refuses to write one).
-WRITABLE = [kind for kind in tcst.LAYOUT_KINDS if kind != "expanded"]
-
-
-@pytest.mark.compile_parity
-@given(data=st.data(), shape=tcst.shapes(min_dims=1, max_dims=3, max_side=64))
+# Eager refuses to update an expanded (stride 0) average in place; such draws are no example.
+@pytest.mark.compile_parity(reject_eager_errors=True)
+@given(data=st.data(), shape=tcst.shapes())
 def test_ema_update_any_input(compile_parity, data, shape):
-    average = data.draw(tcst.tensors(shapes=shape, layouts=WRITABLE), label="average")
+    average = data.draw(tcst.tensors(dtypes=tcst.float_dtypes(), shapes=shape), label="average")
     values = [  # all drawn before the first call, as the README recommends
         data.draw(tcst.tensors(dtypes=average.dtype, shapes=shape), label=f"value {step}")
         for step in range(2)

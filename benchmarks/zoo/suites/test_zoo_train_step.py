@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 import torch
+from hypothesis import given
+from hypothesis import strategies as st
 from zoo.models import small_net, train_step
+
+from pytest_torchcompile import strategies as tcst
 
 OPTIMIZERS = {
     "sgd": lambda params, cuda: torch.optim.SGD(params, lr=0.1, momentum=0.9),
@@ -22,3 +26,16 @@ def test_train_step(compile_parity, device, optimizer):
     first = compile_parity(train_step, model, opt, x, y)
     second = compile_parity(train_step, model, opt, x, y)  # from the state the first step left
     assert second.eager < first.eager
+
+
+BATCHES = tcst.shapes(min_dims=1, max_dims=1)  # the batch is drawn; features are the model's
+
+
+@pytest.mark.compile_parity
+@given(data=st.data(), batch=BATCHES)
+def test_train_step_any_batch(compile_parity, data, batch):
+    x = data.draw(tcst.tensors(dtypes=tcst.float_dtypes(), shapes=(*batch, 8)), label="x")
+    y = data.draw(tcst.tensors(dtypes=x.dtype, shapes=(*batch, 4)), label="y")
+    torch.manual_seed(0)
+    model = small_net().to(x.dtype)
+    compile_parity(train_step, model, torch.optim.SGD(model.parameters(), lr=0.1), x, y)

@@ -1,0 +1,186 @@
+"""Run the zoo suites and the examples on correct backends over many Hypothesis seeds.
+
+    python3 scripts/false_alarm_sweep.py -n 14                         # CPU, the full sweep
+    python3 scripts/false_alarm_sweep.py -n 14 --devices cuda          # the device tests on CUDA
+    python3 scripts/false_alarm_sweep.py -n 2 --backends eager aot_eager --seeds 0 --random 0
+
+Every failure on a correct backend is a false alarm until shown otherwise (issue 10's target is
+none). Each (backend, seed, test file) runs as its own pytest process, `-n` of them at a time,
+inductor first (its compiles are the long pole); the seeds are 0-4 plus `--random` fresh ones,
+printed so that a failure can be re-run. The zoo suites run with their `zoo` profile (as
+benchmarks/zoo/run.py does), the examples with their own settings (as CI runs them). Each run gets
+an empty Hypothesis database, so no run replays another's failures. Logs and a JSON summary go
+to `--logs` ($OUT or ./sweep-logs); the last lines printed are the table of failures per
+(backend, seed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+ZOO_SUITES = sorted((ROOT / "benchmarks" / "zoo" / "suites").glob("test_zoo_*.py"))
+EXAMPLES = sorted((ROOT / "examples").glob("test_*.py"))
+BACKENDS = ("inductor", "aot_eager", "eager")  # the slow one first
+
+
+@dataclass
+class Run:
+    """One pytest process: a test file on a backend with a Hypothesis seed."""
+
+    backend: str
+    seed: int
+    file: str
+    status: int = 0
+    seconds: float = 0.0
+    failures: list[str] = field(default_factory=list)  # "test: first line of the error"
+    passed: int = 0
+
+    @property
+    def group(self) -> str:
+        return "zoo" if self.file.startswith("benchmarks") else "examples"
+
+    def command(self, devices: str) -> list[str]:
+        profile = ["--hypothesis-profile=zoo"] if self.group == "zoo" else []
+        return [
+            sys.executable,
+            "-m",
+            "pytest",
+            self.file,
+            f"--compile-backend={self.backend}",
+            f"--compile-devices={devices}",
+            f"--hypothesis-seed={self.seed}",
+            *profile,
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-W",
+            "ignore::DeprecationWarning",
+        ]
+
+
+def execute(run: Run, devices: str, threads: int, timeout: int, logs: Path) -> Run:
+    """Run `run` in a fresh process; record its failures through benchmarks/zoo/outcomes.py."""
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        outcomes = Path(tmp) / "outcomes.json"
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join(
+                [str(ROOT), str(ROOT / "benchmarks"), *filter(None, [os.getenv("PYTHONPATH")])]
+            ),
+            "HYPOTHESIS_STORAGE_DIRECTORY": str(Path(tmp) / "hypothesis"),
+            "OMP_NUM_THREADS": str(threads),
+            "TORCHINDUCTOR_COMPILE_THREADS": "1",  # -n processes already share the cores
+        }
+        command = [*run.command(devices), "-p", "zoo.outcomes", f"--zoo-outcomes={outcomes}"]
+        try:
+            done = subprocess.run(
+                command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
+            )
+            output, run.status = done.stdout + done.stderr, done.returncode
+        except subprocess.TimeoutExpired as exc:
+            partial = exc.stdout or b""
+            output = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
+            output, run.status = f"{output}\nTIMED OUT after {timeout}s", -1
+        records: list[dict[str, Any]] = (
+            json.loads(outcomes.read_text()) if outcomes.exists() else []
+        )
+    run.seconds = time.perf_counter() - started
+    run.passed = sum(r["outcome"] == "passed" for r in records)
+    run.failures = [
+        f"{r['nodeid'].rpartition('::')[2]}: {'/'.join(dict.fromkeys(r['leaves']))}: {r['message']}"
+        for r in records
+        if r["outcome"] == "failed"
+    ]
+    if run.status not in (0, 1) or (run.status == 1 and not run.failures):
+        run.failures.append(f"pytest exit status {run.status}: {output.strip()[-200:]}")
+    name = f"{run.backend}-{run.seed}-{Path(run.file).stem}.log"
+    (logs / name).write_text(" ".join(run.command(devices)) + "\n\n" + output)
+    print(
+        f"  {run.backend:9} seed {run.seed:<10} {run.file}: {len(run.failures)} failed, "
+        f"{run.seconds:.0f}s",
+        file=sys.stderr,
+        flush=True,
+    )
+    return run
+
+
+def table(runs: Sequence[Run], seeds: Sequence[int], backends: Sequence[str]) -> str:
+    """Failures per (backend, seed), zoo and examples apart, then each failure."""
+    lines = [
+        "| backend | seed | zoo failures | examples failures | tests passed | slowest file s |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for backend in backends:
+        for seed in seeds:
+            mine = [r for r in runs if r.backend == backend and r.seed == seed]
+            zoo = sum(len(r.failures) for r in mine if r.group == "zoo")
+            examples = sum(len(r.failures) for r in mine if r.group == "examples")
+            lines.append(
+                f"| {backend} | {seed} | {zoo} | {examples} | {sum(r.passed for r in mine)} "
+                f"| {max((r.seconds for r in mine), default=0):.0f} |"
+            )
+    failed = [r for r in runs if r.failures]
+    lines += ["", f"failures ({sum(len(r.failures) for r in failed)}):"]
+    for r in sorted(failed, key=lambda r: (r.backend, r.seed, r.file)):
+        lines += [f"- {r.backend}, seed {r.seed}, {r.file}: {f}" for f in r.failures]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("-n", "--jobs", type=int, default=2, help="pytest processes at a time")
+    parser.add_argument("--backends", nargs="+", default=list(BACKENDS), metavar="BACKEND")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument("--random", type=int, default=3, help="fresh random seeds to add")
+    parser.add_argument(
+        "--devices", default="cpu", help="--compile-devices for the tests that take `device`"
+    )
+    parser.add_argument("--only", choices=("zoo", "examples"), help="one of the two groups")
+    parser.add_argument("--timeout", type=int, default=540, help="seconds per pytest process")
+    parser.add_argument(
+        "--logs", type=Path, default=Path(os.getenv("OUT") or "sweep-logs"), help="log folder"
+    )
+    args = parser.parse_args(argv)
+    seeds = [*args.seeds, *(random.SystemRandom().randrange(2**32) for _ in range(args.random))]
+    files = {"zoo": ZOO_SUITES, "examples": EXAMPLES}
+    chosen = [f for group, fs in files.items() if args.only in (None, group) for f in fs]
+    backends = sorted(args.backends, key=lambda b: BACKENDS.index(b) if b in BACKENDS else -1)
+    runs = [
+        Run(backend, seed, str(f.relative_to(ROOT)))
+        for backend in backends
+        for seed in seeds
+        for f in chosen
+    ]
+    args.logs.mkdir(parents=True, exist_ok=True)
+    threads = max(1, (os.cpu_count() or 1) // args.jobs)
+    print(f"{len(runs)} pytest runs, {args.jobs} at a time, seeds {seeds}", file=sys.stderr)
+    started = time.perf_counter()
+    with ThreadPoolExecutor(args.jobs) as pool:
+        done = list(
+            pool.map(lambda r: execute(r, args.devices, threads, args.timeout, args.logs), runs)
+        )
+    wall = time.perf_counter() - started
+    (args.logs / "summary.json").write_text(
+        json.dumps({"seeds": seeds, "wall_s": wall, "runs": [asdict(r) for r in done]}, indent=1)
+    )
+    print(table(done, seeds, backends))
+    print(f"\nwall {wall:.0f}s, devices {args.devices}, logs in {args.logs}")
+    return 1 if any(r.failures for r in done) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
