@@ -448,7 +448,9 @@ class _SessionHooks:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """Shown with --compile-report, or when a budget verdict is worth reading."""
         run = self._run
-        notable = any(v.status != "unchanged" for v in (run.verdicts or {}).values())
+        notable = any(v.status != "unchanged" for v in (run.verdicts or {}).values()) or any(
+            "repro" in record for record in run.records
+        )
         lines = summary_lines(run.records, run.verdicts) if run.report_path or notable else []
         if run.updated is not None:
             lines.append(f"compile budgets updated: {run.updated}")
