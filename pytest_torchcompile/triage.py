@@ -331,27 +331,39 @@ def write_repro(
     Returns notes for the failure message (what the repro could not rebuild).
     """
     notes: list[str] = []
-    makers: dict[int, str] = {}  # id(function) -> maker name, for callables rebuilt from source
+    # Callables rebuilt from source: one maker per code object, called once per function object,
+    # so that functions sharing code (a lambda made again each Hypothesis example) share it
+    # again, and with it Dynamo's cache entry, as in the test.
+    makers: dict[types.CodeType, str] = {}
+    instances: dict[int, _FromSource] = {}
     makers_code: list[str] = []
     imports: set[str] = set()
-    values: dict[str, dict[str, Any]] = {}
+    values: dict[str, list[dict[str, Any]]] = {}
     local_modules: set[str] = set()
     for call in calls:
         fn = call.fn
-        if id(fn) in makers or isinstance(fn, torch.nn.Module) or _importable(fn):
+        if id(fn) in instances or isinstance(fn, torch.nn.Module) or _importable(fn):
             local_modules |= _defining_modules(fn)
             continue
-        name = f"make_fn_{len(makers)}"
         try:
+            if not isinstance(fn, types.FunctionType):
+                raise _NotRebuildable(
+                    f"{type(fn).__qualname__} objects defined inside a function cannot be "
+                    "rebuilt outside the test; define the class at module level"
+                )
+            code_object = fn.__code__
+            name = makers.get(code_object, f"make_fn_{len(makers)}")
             code, needed_imports, captured = _rebuild_source(fn, name)
         except _NotRebuildable as exc:
             notes.append(f"repro: {exc}")
-            makers[id(fn)] = ""
+            instances[id(fn)] = _FromSource("", 0)
             continue
-        makers[id(fn)] = name
-        makers_code.append(code)
-        imports |= needed_imports
-        values[name] = captured
+        if code_object not in makers:
+            makers[code_object] = name
+            makers_code.append(code)
+            imports |= needed_imports
+        values.setdefault(name, []).append(captured)
+        instances[id(fn)] = _FromSource(name, len(values[name]) - 1)
         for value in captured.values():
             local_modules |= _defining_modules(value)
     backend_module = settings.backend.partition(":")[0] if ":" in settings.backend else None
@@ -359,7 +371,7 @@ def write_repro(
         local_modules |= _defining_modules(sys.modules[backend_module])
     saved = [
         {
-            "fn": _FromSource(makers[id(call.fn)]) if id(call.fn) in makers else call.fn,
+            "fn": instances.get(id(call.fn), call.fn),
             "args": call.args,
             "kwargs": call.kwargs,
             "rng": call.rng,
@@ -381,7 +393,7 @@ def write_repro(
         imports="".join(f"{line}  # noqa: E402\n" for line in sorted(imports)),
         makers="\n\n".join(makers_code) + ("\n\n" if makers_code else ""),
         settings="{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in chosen.items()) + "}",
-        table="{" + ", ".join(f"{n!r}: {n}" for n in makers.values() if n) + "}",
+        table="{" + ", ".join(f"{n!r}: {n}" for n in makers.values()) + "}",
     )
     (directory / "repro.py").write_text(text, encoding="utf-8")
     return notes
@@ -419,7 +431,8 @@ SETTINGS = {settings}
 class _FromSource:
     """Stands in calls.pt for a callable that repro.py rebuilds from its source."""
 
-    maker: str
+    maker: str  # "" when the callable could not be rebuilt
+    instance: int  # which of the maker's function objects
 
 
 class _NotRebuildable(Exception):
@@ -489,14 +502,9 @@ def _copy_sources(modules: set[str], root: Path) -> None:
         shutil.copyfile(path, target)
 
 
-def _rebuild_source(fn: Any, maker: str) -> tuple[str, set[str], dict[str, Any]]:
+def _rebuild_source(fn: types.FunctionType, maker: str) -> tuple[str, set[str], dict[str, Any]]:
     """A maker function's source that rebuilds a lambda or nested function, its imports, and
     the values of the names it closes over (saved in calls.pt and passed to the maker)."""
-    if not isinstance(fn, types.FunctionType):
-        raise _NotRebuildable(
-            f"{type(fn).__name__} objects defined inside a function cannot be rebuilt outside "
-            "the test; define the class at module level to get a standalone repro"
-        )
     source = _function_source(fn)
     code = fn.__code__
     closure = dict(
@@ -582,10 +590,14 @@ def run_repro(
     ):
         print("the test's callable could not be rebuilt outside the test (see the failure message)")
         return 2
-    rebuilt = {name: maker(**saved["values"].get(name, {})) for name, maker in makers.items()}
+    rebuilt = {
+        (name, index): maker(**captured)
+        for name, maker in makers.items()
+        for index, captured in enumerate(saved["values"].get(name, []))
+    }
     calls = [
         Call(
-            fn=rebuilt[entry["fn"].maker] if isinstance(entry["fn"], _FromSource) else entry["fn"],
+            fn=_rebuilt(entry["fn"], rebuilt),
             args=entry["args"],
             kwargs=entry["kwargs"],
             rng=entry["rng"],
@@ -604,6 +616,12 @@ def run_repro(
     print(f"call {divergence.call} of {len(calls)}: {divergence.message}")
     print("eager and compiled disagree: the bug is present")
     return 1
+
+
+def _rebuilt(saved: Any, rebuilt: Mapping[tuple[str, int], Any]) -> Any:
+    if isinstance(saved, _FromSource):
+        return rebuilt[saved.maker, saved.instance]
+    return saved
 
 
 def directory_name(nodeid: str) -> str:
