@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 import inspect
+import pickle
 import re
 import shutil
 import sys
@@ -440,15 +441,14 @@ class _NotRebuildable(Exception):
 
 
 def _importable(fn: Any) -> bool:
-    """Whether pickle can save `fn` by reference: a module-level function or class."""
-    module = sys.modules.get(getattr(fn, "__module__", "") or "")
-    qualname = getattr(fn, "__qualname__", "")
-    if module is None or not qualname or "<" in qualname:
+    """Whether pickle saves `fn` by reference (a module-level function or class, a builtin)."""
+    if isinstance(fn, types.FunctionType) and "<" in fn.__qualname__:
+        return False  # a lambda or nested function: rebuilt from its source instead
+    try:
+        pickle.dumps(fn)
+    except Exception:  # pickle raises PicklingError, AttributeError or TypeError here
         return False
-    target: Any = module
-    for part in qualname.split("."):
-        target = getattr(target, part, None)
-    return target is fn
+    return True
 
 
 def _is_local(module: types.ModuleType) -> bool:
