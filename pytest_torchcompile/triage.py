@@ -389,6 +389,7 @@ def write_repro(
         title=title,
         stage=stage or "stage: not bisected (--compile-bisect=off)",
         count=len(calls),
+        listing=_listing(calls, instances),
         version=__version__,
         torch=torch.__version__,
         imports="".join(f"{line}  # noqa: E402\n" for line in sorted(imports)),
@@ -409,6 +410,8 @@ Replays the test's {count} checker call(s) in order (saved inputs in calls.pt, e
 offsets, aliasing and RNG state), eager vs torch.compile, with the plugin's own comparison.
 Exits 1 while eager and compiled still disagree, 0 once they agree.
 
+{listing}
+
     python repro.py
 """
 
@@ -426,6 +429,32 @@ SETTINGS = {settings}
 {makers}if __name__ == "__main__":
     sys.exit(run_repro(HERE / "calls.pt", SETTINGS, {table}))
 '''
+
+
+_LISTED = 20  # calls the repro's docstring lists
+
+
+def _listing(calls: list[Call], instances: Mapping[int, _FromSource]) -> str:
+    """The calls, one line each, e.g. `2. rms_norm(float32[4, 4] ... contiguous, 1.5)`."""
+    from pytest_torchcompile.strategies import describe
+
+    def shown(value: Any) -> str:
+        return describe(value) if isinstance(value, torch.Tensor) else repr(value)
+
+    lines = []
+    for number, call in enumerate(calls[:_LISTED], 1):
+        made = instances.get(id(call.fn))
+        name = (
+            made.maker
+            if made is not None and made.maker
+            else getattr(call.fn, "__qualname__", None) or type(call.fn).__qualname__
+        )
+        inputs = [shown(a) for a in call.args] + [f"{k}={shown(v)}" for k, v in call.kwargs.items()]
+        example = f"  (Hypothesis example {call.example})" if call.example else ""
+        lines.append(f"  {number}. {name}({', '.join(inputs)}){example}")
+    if len(calls) > _LISTED:
+        lines.append(f"  ... and {len(calls) - _LISTED} more")
+    return "Calls:\n" + "\n".join(lines)
 
 
 @dataclass(frozen=True)
