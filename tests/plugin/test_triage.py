@@ -63,8 +63,21 @@ ALL_STAGES = "stage: Dynamo OK, AOTAutograd OK, decompositions OK -> "
             "planted:wrong_decomposition",
             ALL_STAGES + "planted:wrong_decomposition diverges",
         ),
+        (  # an exception on one side only is a divergence too
+            "contextlib.nullcontext()",
+            "planted:raise_when_compiled",
+            ALL_STAGES + "planted:raise_when_compiled diverges",
+        ),
     ],
-    ids=["dynamo", "aot_autograd", "decomposition", "decomposition-custom", "final", "final-aot"],
+    ids=[
+        "dynamo",
+        "aot_autograd",
+        "decomposition",
+        "decomposition-custom",
+        "final",
+        "final-aot",
+        "final-raises",
+    ],
 )
 def test_a_wrong_compile_is_attributed_to_its_stage(pytester, patch, backend, stage):
     pytester.makepyfile(

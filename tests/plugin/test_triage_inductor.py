@@ -41,7 +41,9 @@ def test_a_real_inductor_bug_is_blamed_on_inductor_and_its_repro_reproduces(
         f"test_real_bugs.py::{test}", "--compile-artifacts=out", "--compile-report=r.json"
     )
     result.assert_outcomes(failed=1)
-    entry = json.loads((pytester.path / "r.json").read_text())["tests"][f"test_real_bugs.py::{test}"]
+    entry = json.loads((pytester.path / "r.json").read_text())["tests"][
+        f"test_real_bugs.py::{test}"
+    ]
     assert entry["stage"] == f"{ALL_STAGES}TorchInductor diverges"
     result.stdout.fnmatch_lines([f"E * repro: python *repro.py  (replays {calls} checker call(s))"])
     assert sorted(Path(entry["artifacts"]).glob("*_inductor_output_code.py"))
