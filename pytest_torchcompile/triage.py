@@ -45,6 +45,9 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("aot_eager_decomp_partition", "decompositions"),
 )
 _NAMES = {**dict(STAGES), "inductor": "TorchInductor"}
+MAX_REPLAYED_CALLS = (
+    200  # longer call sequences (a Hypothesis shrink) are not replayed stage by stage
+)
 _REPRO_SETTINGS: tuple[str, ...] = ("backend", "mode", "dynamic", "fullgraph", "rtol", "atol")
 _REPRO_SETTINGS += ("backward", "check_strides")
 _INSTALLED = tuple(
@@ -193,6 +196,8 @@ def _candidates(recorder: Recorder) -> list[list[Call]]:
     Outside Hypothesis: every call up to the last failing one. In a Hypothesis test: the failing
     example's calls alone, then every example up to the first failing one (a failure that needs
     what earlier examples compiled; Hypothesis reports it as flaky), then up to the last.
+    Sequences longer than MAX_REPLAYED_CALLS are left out (each stage replays them), unless
+    nothing shorter is left.
     """
     calls = recorder.calls
     failed = [index for index, call in enumerate(calls) if call.diverged]
@@ -208,7 +213,7 @@ def _candidates(recorder: Recorder) -> list[list[Call]]:
     for sequence in sequences:
         if all([id(c) for c in sequence] != [id(c) for c in seen] for seen in unique):
             unique.append(sequence)
-    return unique
+    return [s for s in unique if len(s) <= MAX_REPLAYED_CALLS] or unique[:1]
 
 
 # --- the triage of one failing test ------------------------------------------------------------
