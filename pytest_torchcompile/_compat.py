@@ -408,3 +408,31 @@ def structured_trace(log_file: str, on_artifact: Callable[[str, str], None]) -> 
         trace_log.removeHandler(writer)
         writer.close()
         trace_log.setLevel(level)
+
+
+def compiler_bisect(passes: Callable[[str], bool]) -> str | None:
+    """Inductor's own bisector (torch._inductor.compiler_bisector, where torch has it): which
+    backend, subsystem and application of it first makes `passes(backend)` False, in words.
+
+    `passes` compiles with the backend it is given and says whether eager and compiled agree.
+    None when this torch has no bisector or it found nothing.
+    """
+    try:
+        from torch._inductor.compiler_bisector import CompilerBisector
+    except ImportError:
+        return None
+
+    def check() -> bool:
+        return passes(CompilerBisector.get_backend() or "inductor")
+
+    result = CompilerBisector.do_bisect(check)
+    if result is None:
+        return None
+    found = f"backend {result.backend}"
+    if result.subsystem is not None:
+        found += f", subsystem {result.subsystem}"
+    if result.bisect_number is not None:
+        found += f", its application number {result.bisect_number}"
+    if result.debug_info:
+        found += f" ({' '.join(str(result.debug_info).split())[:300]})"
+    return found

@@ -244,7 +244,7 @@ def _triage(item: pytest.Item, exc: BaseException) -> None:
             recorder,
             checker.settings,
             root / triage.directory_name(item.nodeid),
-            bisect=settings.bisect == "on",
+            bisect=settings.bisect,
             title=item.nodeid,
         )
     except Exception as error:  # triage must never hide the test's own failure

@@ -14,7 +14,7 @@ from typing import Any
 BUILTIN_BACKENDS = ("inductor", "eager", "aot_eager", "aot_eager_decomp_partition", "cudagraphs")
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DYNAMIC_CHOICES = ("auto", "true", "false")
-BISECT_CHOICES = ("on", "off")
+BISECT_CHOICES = ("on", "off", "deep")
 
 
 class SettingError(ValueError):
@@ -385,7 +385,8 @@ SESSION_OPTIONS: tuple[Option, ...] = (
         "on",
         "after a parity failure, replay the test's calls with backends eager, aot_eager, "
         "aot_eager_decomp_partition and its own, and name the first compiler stage that "
-        "diverges: on or off; failing tests only (default: on)",
+        "diverges: on, off, or deep (also run Inductor's compiler_bisector to name the pass; "
+        "slow); failing tests only (default: on)",
         "--compile-bisect",
     ),
     Option(

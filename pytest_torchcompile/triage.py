@@ -243,14 +243,17 @@ class Triage:
 
 
 def triage(
-    recorder: Recorder, settings: Settings, directory: Path, *, bisect: bool, title: str
+    recorder: Recorder, settings: Settings, directory: Path, *, bisect: str, title: str
 ) -> Triage:
-    """Bisect the failing sequence, write `directory`/repro.py and collect artifacts."""
+    """Bisect the failing sequence (`bisect`: on, off or deep), write `directory`/repro.py and
+    collect artifacts."""
     started = time.perf_counter()
     candidates = _candidates(recorder)
     sequence, stage = candidates[-1], ""
-    if bisect:
+    if bisect != "off":
         sequence, stage = _bisect(candidates, settings, recorder.examples)
+    if bisect == "deep" and stage.endswith("TorchInductor diverges"):
+        stage += "\n" + _deep_bisect(sequence, settings, recorder.examples)
     bisect_time_s = time.perf_counter() - started
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
@@ -292,6 +295,18 @@ def _bisect(
         if diverged is not None:
             return sequence, stage_line(results)
     return sequence, stage_line([*results, (settings.backend, True)])
+
+
+def _deep_bisect(sequence: list[Call], settings: Settings, examples: bool) -> str:
+    """Inductor's compiler_bisector on the replay: the pass (and its application) that breaks it."""
+
+    def passes(backend: str) -> bool:
+        return replay(sequence, stage_settings(settings, backend), examples=examples) is None
+
+    found = _compat.compiler_bisect(passes)
+    if found is None:
+        return "compiler_bisector: found no single Inductor pass (or this torch has no bisector)"
+    return f"compiler_bisector: {found}"
 
 
 # --- the compiler's artifacts ----------------------------------------------------------------

@@ -215,9 +215,10 @@ def test_the_repro_replays_the_whole_sequence_from_an_empty_directory(pytester, 
         assert done.returncode == 1, done.stdout + done.stderr
         assert "call 2 of" in done.stdout or "call 3 of" in done.stdout
         assert "the bug is present" in done.stdout
-        fixed = run_copied(repro, tmp_path, backend="aot_eager")
-        assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-        assert "the bug is gone" in fixed.stdout
+        if name == "test_module_calls":  # without the bug the same repro passes
+            fixed = run_copied(repro, tmp_path, backend="aot_eager")
+            assert fixed.returncode == 0, fixed.stdout + fixed.stderr
+            assert "the bug is gone" in fixed.stdout
         artifacts = Path(entry["artifacts"])
         assert (artifacts / "trace" / "dedicated_log_torch_trace_rank_0.log").stat().st_size > 0
         graphs = sorted(artifacts.glob("*_dynamo_output_graph.py"))

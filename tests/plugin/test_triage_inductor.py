@@ -50,3 +50,17 @@ def test_a_real_inductor_bug_is_blamed_on_inductor_and_its_repro_reproduces(
     done = run_copied(Path(entry["repro"]).parent, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
     assert "the bug is present" in done.stdout
+
+
+def test_deep_bisect_names_the_inductor_pass(pytester):
+    pytester.makepyfile(test_real_bugs=REAL_BUGS)
+    result = pytester.runpytest(
+        "test_real_bugs.py::test_min_of_uint8", "--compile-bisect=deep", "--compile-artifacts=out"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"E * {ALL_STAGES}TorchInductor diverges",
+            "E * compiler_bisector: backend inductor, subsystem lowerings, *(min*)",
+        ]
+    )

@@ -127,6 +127,7 @@ def test_triage_settings_default_on_and_validate():
     session = session_from_config(*_config({"bisect": "OFF"}, {"compile_artifacts": "triage"}))
     assert (session.bisect, session.artifacts) == ("off", "triage")
     with pytest.raises(
-        SettingError, match=r"--compile-bisect='deep' from ini compile_bisect: .*on, off"
+        SettingError, match=r"--compile-bisect='deeper' from ini compile_bisect: .*on, off, deep"
     ):
-        session_from_config(*_config({}, {"compile_bisect": "deep"}))
+        session_from_config(*_config({}, {"compile_bisect": "deeper"}))
+    assert session_from_config(*_config({"bisect": "deep"}, {})).bisect == "deep"
