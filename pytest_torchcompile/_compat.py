@@ -477,3 +477,70 @@ def _gate(keep: Callable[[Any], None], shown: int, record: Any) -> bool:
     """A log filter: every record goes to keep(); only those the user's settings showed go on."""
     keep(record)
     return bool(record.levelno >= shown)
+
+
+# --- triage (helper "triage") ---
+
+
+@contextmanager
+def structured_trace(log_file: str, on_artifact: Callable[[str, str], None]) -> Iterator[None]:
+    """What TORCH_TRACE records, for a block: torch's structured trace written to `log_file`
+    (the format `tlparse` reads), and each named artifact with a payload (Dynamo graphs, AOT
+    graphs, Inductor's output code, ...) handed to `on_artifact(name, payload)` as it is logged.
+
+    TORCH_TRACE itself is read once at import; this attaches the same kind of handler to torch's
+    trace logger for the block only, so tests that pass pay nothing.
+    """
+    import logging
+
+    from torch._logging._internal import TorchLogsFormatter, trace_log
+
+    class _Split(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            metadata = getattr(record, "metadata", None)
+            payload = getattr(record, "payload", None)
+            if isinstance(metadata, dict) and metadata and isinstance(payload, str):
+                on_artifact(str(next(iter(metadata))), payload)
+
+    writer = logging.FileHandler(log_file, encoding="utf-8")
+    writer.setFormatter(TorchLogsFormatter(trace=True))
+    split = _Split()
+    level = trace_log.level
+    trace_log.setLevel(logging.DEBUG)
+    trace_log.addHandler(writer)
+    trace_log.addHandler(split)
+    try:
+        yield
+    finally:
+        trace_log.removeHandler(split)
+        trace_log.removeHandler(writer)
+        writer.close()
+        trace_log.setLevel(level)
+
+
+def compiler_bisect(passes: Callable[[str], bool]) -> str | None:
+    """Inductor's own bisector (torch._inductor.compiler_bisector, where torch has it): which
+    backend, subsystem and application of it first makes `passes(backend)` False, in words.
+
+    `passes` compiles with the backend it is given and says whether eager and compiled agree.
+    None when this torch has no bisector or it found nothing.
+    """
+    try:
+        from torch._inductor.compiler_bisector import CompilerBisector
+    except ImportError:
+        return None
+
+    def check() -> bool:
+        return passes(CompilerBisector.get_backend() or "inductor")
+
+    result = CompilerBisector.do_bisect(check)
+    if result is None:
+        return None
+    found = f"backend {result.backend}"
+    if result.subsystem is not None:
+        found += f", subsystem {result.subsystem}"
+    if result.bisect_number is not None:
+        found += f", its application number {result.bisect_number}"
+    if result.debug_info:
+        found += f" ({' '.join(str(result.debug_info).split())[:300]})"
+    return found

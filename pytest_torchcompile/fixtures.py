@@ -18,6 +18,7 @@ SESSION_KEY = pytest.StashKey[SessionSettings]()  # the run's own settings (budg
 SESSION_TEST_SETTINGS = pytest.StashKey[Settings]()  # command line > ini > default
 SETTINGS_KEY = pytest.StashKey[Settings]()  # one test's, with its marker applied
 CHECKER_KEY = pytest.StashKey["Checker"]()
+TMP_PATHS_KEY = pytest.StashKey[pytest.TempPathFactory]()  # for the default --compile-artifacts
 
 
 @pytest.fixture
@@ -30,13 +31,16 @@ def compile_parity(request: pytest.FixtureRequest) -> Iterator[Checker]:
     in a clean compile world: Dynamo reset, configs, grad mode and default dtype restored.
     """
     from pytest_torchcompile.runner import Checker, isolated
+    from pytest_torchcompile.triage import Recorder
 
     settings = (
         request.node.stash.get(SETTINGS_KEY, None) or request.config.stash[SESSION_TEST_SETTINGS]
     )
     examples = getattr(getattr(request.node, "obj", None), "is_hypothesis_test", False) is True
     checker = Checker(settings, examples=examples)
+    checker.recorder = Recorder(examples=examples)  # so that a failure can be replayed (triage.py)
     request.node.stash[CHECKER_KEY] = checker
+    request.node.stash[TMP_PATHS_KEY] = request.getfixturevalue("tmp_path_factory")
     with isolated(checker.accountant):
         yield checker
 

@@ -19,6 +19,7 @@ from pytest_torchcompile.fixtures import (
     SESSION_KEY,
     SESSION_TEST_SETTINGS,
     SETTINGS_KEY,
+    TMP_PATHS_KEY,
     compile_parity,
     device,
     worker_gpu,
@@ -217,10 +218,54 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     _relax_hypothesis_for_compiles(item)
     try:
         yield
-    except BaseException:
+    except BaseException as exc:
         _finish(item, check=False)
+        _triage(item, exc)
         raise
     _finish(item, check=True)
+
+
+def _triage(item: pytest.Item, exc: BaseException) -> None:
+    """After a parity failure: the stage that diverged, a repro and the compiler's artifacts,
+    added to the failure message (as a note) and to the test's record."""
+    checker = item.stash.get(CHECKER_KEY, None)
+    recorder = getattr(checker, "recorder", None)
+    if checker is None or recorder is None or not recorder.calls or not _parity_failure(exc):
+        return
+    from pytest_torchcompile import triage
+
+    settings = item.config.stash[SESSION_KEY]
+    if settings.artifacts is not None:
+        root = _session_path(item.config, "artifacts", settings.artifacts)
+    else:
+        root = item.stash[TMP_PATHS_KEY].getbasetemp() / "torchcompile"
+    try:
+        found = triage.triage(
+            recorder,
+            checker.settings,
+            root / triage.directory_name(item.nodeid),
+            bisect=settings.bisect,
+            title=item.nodeid,
+        )
+    except Exception as error:  # triage must never hide the test's own failure
+        exc.add_note(f"pytest-torchcompile: triage failed: {type(error).__name__}: {error}")
+        return
+    exc.add_note(found.message())
+    record = item.stash.get(RECORD_KEY, None)
+    if record is not None:
+        record["stage"] = found.stage
+        record["repro"] = found.repro
+        record["artifacts"] = found.artifacts
+        record["triage_time_s"] = found.time_s
+
+
+def _parity_failure(exc: BaseException) -> bool:
+    """Whether `exc` is a ParityError, or a group (Hypothesis's FlakyFailure) holding one."""
+    from pytest_torchcompile.errors import ParityError
+
+    if isinstance(exc, BaseExceptionGroup):
+        return any(_parity_failure(inner) for inner in exc.exceptions)
+    return isinstance(exc, ParityError)
 
 
 def _finish(item: pytest.Item, check: bool) -> None:
@@ -403,7 +448,9 @@ class _SessionHooks:
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
         """Shown with --compile-report, or when a budget verdict is worth reading."""
         run = self._run
-        notable = any(v.status != "unchanged" for v in (run.verdicts or {}).values())
+        notable = any(v.status != "unchanged" for v in (run.verdicts or {}).values()) or any(
+            "repro" in record for record in run.records
+        )
         lines = summary_lines(run.records, run.verdicts) if run.report_path or notable else []
         if run.updated is not None:
             lines.append(f"compile budgets updated: {run.updated}")

@@ -74,3 +74,8 @@ class ParityRecord(TypedDict):
     largest_errors: list[LeafError]
     wall_time_s: float
     notes: NotRequired[list[str]]  # what the checker did that the reader should know
+    # After a parity failure (triage.py): the stage line, repro.py's path, the artifacts directory.
+    stage: NotRequired[str]
+    repro: NotRequired[str]
+    artifacts: NotRequired[str]
+    triage_time_s: NotRequired[float]

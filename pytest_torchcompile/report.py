@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 REPORT_FORMAT = 1
 SCHEMA_FILE = "report.schema.json"  # next to this module; the JSON report validates against it
 
+_TRIAGE_KEYS = ("stage", "repro", "artifacts", "triage_time_s")  # set after a parity failure
 _MAX_LISTED = 20  # rows of one summary list before "... and N more"
 _TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
 
@@ -129,6 +130,7 @@ def summary_lines(
     verdicts = sorted((budget_verdicts or {}).items())
     lines = [f"REGRESSED {n} - {v.changes()}" for n, v in verdicts if v.status == "regressed"]
     lines += [f"IMPROVED {n} - {v.message}" for n, v in verdicts if v.status == "improved"]
+    lines += _triaged(ordered)
     lines += _counts_table(ordered)
     unrecorded = [n for n, v in verdicts if v.status == "unrecorded"]
     if unrecorded:
@@ -139,6 +141,22 @@ def summary_lines(
         lines += [f"  {n}" for n in unrecorded[:_MAX_LISTED]] + _more(len(unrecorded), "tests")
     lines += _slowest_compiles(ordered, slowest)
     return lines
+
+
+def _triaged(records: list[ParityRecord]) -> list[str]:
+    """Failing tests with the compiler stage that diverged and the repro to run."""
+    triaged = [r for r in records if "repro" in r]
+    if not triaged:
+        return []
+    lines = [
+        f"parity failures, with the stage that diverged and a standalone repro ({len(triaged)}):"
+    ]
+    for record in triaged[:_MAX_LISTED]:
+        lines.append(f"  {record['nodeid']}")
+        if record.get("stage"):
+            lines.append(f"    {record.get('stage')}")
+        lines.append(f"    repro: python {record.get('repro')}")
+    return lines + _more(len(triaged), "tests")
 
 
 def _counts_table(records: list[ParityRecord]) -> list[str]:
@@ -231,6 +249,9 @@ def _test_entry(
             for e in record["largest_errors"]
         ],
     }
+    for key in _TRIAGE_KEYS:
+        if key in record:
+            entry[key] = record[key]  # type: ignore[literal-required]
     if budget_verdicts is not None:
         verdict = budget_verdicts.get(record["nodeid"])
         entry["budget"] = None

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -596,6 +596,18 @@ class _RngState:
 # --- the checker --------------------------------------------------------------------------------
 
 
+class CallRecorder(Protocol):
+    """Told about every check, so that a failure can be replayed later (triage.py's Recorder)."""
+
+    def record(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> None:
+        """Called once at the start of each check, before anything runs."""
+
+    def diverged(self) -> None:
+        """Called when the check just recorded is about to raise ParityError."""
+
+
 @dataclass
 class _Compiled:
     original: Callable[..., Any]  # kept alive so its id is never reused for another callable
@@ -625,6 +637,7 @@ class Checker:
         self._backend: Any = None
         self._containers: dict[int, pystate.SharedContainers] = {}  # by id of a kept callable
         self._recompiles_before_cache = 0  # recompiles counted before the current compile cache
+        self.recorder: CallRecorder | None = None  # set by the fixture, for triage after a failure
 
     def __call__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> ParityResult:
         """Run `fn(*args, **kwargs)` eagerly and compiled and fail unless they agree."""
@@ -706,6 +719,8 @@ class Checker:
                 f"compile_parity expects a callable (a function or nn.Module) first, got "
                 f"{type(fn).__name__}; call it as compile_parity(model, *inputs)"
             )
+        if self.recorder is not None:
+            self.recorder.record(fn, args, kwargs)
         started = time.perf_counter()
         self.calls += 1
         self._note_devices(fn, args, kwargs)
@@ -781,6 +796,8 @@ class Checker:
         self.wall_time_s += time.perf_counter() - started
         self._raise_compile_failure(compiled_result.exception, eager_result.exception)
         if not report.ok:
+            if self.recorder is not None:
+                self.recorder.diverged()
             raise ParityError(report.failure_message() + self._inputs_note(args, kwargs))
         if eager_result.exception is not None:
             self.accountant.excuse_last_call()

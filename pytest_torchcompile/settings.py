@@ -14,6 +14,7 @@ from typing import Any
 BUILTIN_BACKENDS = ("inductor", "eager", "aot_eager", "aot_eager_decomp_partition", "cudagraphs")
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DYNAMIC_CHOICES = ("auto", "true", "false")
+BISECT_CHOICES = ("on", "off", "deep")
 
 
 class SettingError(ValueError):
@@ -348,6 +349,8 @@ class SessionSettings:
     budgets_update: bool = False
     report: str | None = None
     worker_gpus: str = "round-robin"
+    bisect: str = "on"  # after a parity failure, replay the test stage by stage (triage.py)
+    artifacts: str | None = None  # where failing tests' repro and compiler artifacts go
 
 
 SESSION_OPTIONS: tuple[Option, ...] = (
@@ -383,6 +386,24 @@ SESSION_OPTIONS: tuple[Option, ...] = (
         "uses GPU i mod count), off (the device fixture lists every GPU), or indices such as "
         "0,0,1,1 (worker i uses entry i mod length) (default: round-robin)",
         "--compile-worker-gpus",
+    ),
+    Option(
+        "bisect",
+        _parse_choice(BISECT_CHOICES),
+        "on",
+        "after a parity failure, replay the test's calls with backends eager, aot_eager, "
+        "aot_eager_decomp_partition and its own, and name the first compiler stage that "
+        "diverges: on, off, or deep (also run Inductor's compiler_bisector to name the pass; "
+        "slow); failing tests only (default: on)",
+        "--compile-bisect",
+    ),
+    Option(
+        "artifacts",
+        str,
+        None,
+        "directory for each failing parity test's repro.py, saved inputs and compiler artifacts "
+        "(default: a torchcompile folder in pytest's temporary directory)",
+        "--compile-artifacts",
     ),
 )
 

@@ -8,7 +8,8 @@ changes what goes in or comes out.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import torch
@@ -352,3 +353,115 @@ def compute_half_in_float32(gm: torch.fx.GraphModule, example_inputs: Sequence[A
         ]
 
     return run
+
+
+# --- a wrong compile at each stage of the stack, for the stage bisect (issue 11) ---
+#
+# The bisect replays a failure with backends eager (TorchDynamo alone), aot_eager (+ AOTAutograd),
+# aot_eager_decomp_partition (+ Inductor's decompositions and partitioner) and the configured one.
+# A bug inside one of those stages must show from that stage on, so the first three are test-only
+# patches of torch itself (each simulates a bug of that stage; none is a real one); the last two
+# are ordinary custom backends, whose bugs belong to the custom backend.
+
+
+def _rewrite_sin_as_cos(gm: torch.fx.GraphModule, sin: Any, cos: Any) -> None:
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is sin:
+            node.target = cos
+    gm.recompile()
+
+
+@contextmanager
+def dynamo_traces_sin_as_cos() -> Iterator[None]:
+    """A TorchDynamo bug: the graph Dynamo hands to every backend, eager included, calls
+    torch.cos where the program calls torch.sin, as a wrong graph rewrite or polyfill inside
+    Dynamo would. Patches Dynamo's private OutputGraph.call_user_compiler."""
+    from torch._dynamo.output_graph import OutputGraph
+
+    original = OutputGraph.call_user_compiler
+
+    def call_user_compiler(self: Any, gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        _rewrite_sin_as_cos(gm, torch.sin, torch.cos)
+        return original(self, gm, example_inputs)
+
+    OutputGraph.call_user_compiler = call_user_compiler  # type: ignore[method-assign]
+    try:
+        yield
+    finally:
+        OutputGraph.call_user_compiler = original  # type: ignore[method-assign]
+
+
+def _scale_first_output(gm: torch.fx.GraphModule, factor: float) -> None:
+    output = next(node for node in gm.graph.nodes if node.op == "output")
+    outs = list(output.args[0])
+    index = next(i for i, out in enumerate(outs) if isinstance(out, torch.fx.Node))
+    with gm.graph.inserting_before(output):
+        outs[index] = gm.graph.call_function(torch.ops.aten.mul.Tensor, (outs[index], factor))
+    output.args = (tuple(outs),)
+    gm.recompile()
+
+
+@contextmanager
+def aot_autograd_scales_backward() -> Iterator[None]:
+    """An AOTAutograd bug: every backward graph AOTAutograd builds returns its first gradient 1%
+    too large, under every AOT-based backend (aot_eager, aot_eager_decomp_partition, inductor);
+    Dynamo alone (backend=eager) is right. Patches the private
+    torch._dynamo.backends.common.aot_module_simplified, which those backends call."""
+    from torch._dynamo.backends import common
+
+    original = common.aot_module_simplified
+
+    def aot_module_simplified(gm: Any, example_inputs: Any, **kwargs: Any) -> Any:
+        bw_compiler = kwargs["bw_compiler"]
+
+        def wrong_backward(bw_gm: torch.fx.GraphModule, inputs: Any) -> Any:
+            _scale_first_output(bw_gm, 1.01)
+            return bw_compiler(bw_gm, inputs)
+
+        return original(gm, example_inputs, **{**kwargs, "bw_compiler": wrong_backward})
+
+    common.aot_module_simplified = aot_module_simplified
+    try:
+        yield
+    finally:
+        common.aot_module_simplified = original
+
+
+def _sin_as_cos(x: torch.Tensor) -> torch.Tensor:
+    return torch.cos(x)
+
+
+@contextmanager
+def inductor_decomposes_sin_as_cos() -> Iterator[None]:
+    """A wrong decomposition in Inductor's table: aten.sin decomposes to cos, under
+    aot_eager_decomp_partition and inductor; Dynamo and plain AOTAutograd are right. Patches the
+    private table torch._inductor.decomposition.decompositions."""
+    from torch._inductor.decomposition import decompositions
+
+    key = torch.ops.aten.sin.default
+    saved = decompositions.get(key)
+    decompositions[key] = _sin_as_cos
+    try:
+        yield
+    finally:
+        if saved is None:
+            del decompositions[key]
+        else:
+            decompositions[key] = saved
+
+
+def _boxed_forward(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    from functorch.compile import make_boxed_func
+
+    return make_boxed_func(gm.forward)  # type: ignore[no-any-return]
+
+
+def wrong_decomposition(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """A custom AOTAutograd backend whose own decomposition table turns aten.sin into cos: the
+    custom backend's bug, so every stage before it is right."""
+    from torch._dynamo.backends.common import aot_autograd
+
+    backend = aot_autograd(
+        fw_compiler=_boxed_forward, decompositions={torch.ops.aten.sin.default: _sin_as_cos}
+    )
+    return backend(gm, example_inputs)  # type: ignore[no-any-return]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -150,11 +151,16 @@ def test_without_the_option_there_is_no_report_and_no_summary(pytester: pytest.P
     assert not (pytester.path / "reports").exists()
 
 
+_PER_PROCESS = ("wall_time_s", "compile_time_s", "triage_time_s", "repro", "artifacts")
+
+
 def without_timings(document: dict[str, Any]) -> dict[str, Any]:
-    """What must not depend on xdist: everything but times and the exact size of errors."""
+    """What must not depend on xdist: everything but times, the exact size of errors, and the
+    triage directories (each process has its own temporary directory), whose names stay."""
     tests = {
         node: {
-            **{k: v for k, v in entry.items() if k not in ("wall_time_s", "compile_time_s")},
+            **{k: v for k, v in entry.items() if k not in _PER_PROCESS},
+            **{k: Path(entry[k]).parent.name for k in ("repro", "artifacts") if k in entry},
             "largest_errors": sorted(e["leaf"] for e in entry["largest_errors"]),
         }
         for node, entry in document["tests"].items()

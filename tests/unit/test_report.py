@@ -229,6 +229,7 @@ def realistic_report() -> dict[str, Any]:
     attention["counts"]["cudagraph_rerecords"] = ["forward: new input shape"]
     softmax = record("tests/test_ops.py::test_softmax", fallbacks=1, verdict="failed")
     softmax["counts"]["fallbacks"][0]["kind"] = "skipped"
+    softmax.update(TRIAGED)
     skipped = record("tests/test_ops.py::test_gpu_only[cuda:0]", verdict="skipped")
     run = [softmax, attention, skipped]
     verdicts = {
@@ -240,6 +241,35 @@ def realistic_report() -> dict[str, Any]:
         versions={"python": "3.11.7", "torch": "2.13.0+cpu", "triton": "3.4.0"},
         budget_verdicts=verdicts,
     )
+
+
+TRIAGED: dict[str, Any] = {
+    "stage": "stage: Dynamo OK, AOTAutograd OK, decompositions OK -> TorchInductor diverges",
+    "repro": "/tmp/artifacts/tests_test_ops.py__test_softmax/repro.py",
+    "artifacts": "/tmp/artifacts/tests_test_ops.py__test_softmax/artifacts",
+    "triage_time_s": 2.5,
+}
+
+
+def test_a_failing_test_carries_its_stage_repro_and_artifacts_into_the_report() -> None:
+    entries = realistic_report()["tests"]
+    assert {key: entries["tests/test_ops.py::test_softmax"][key] for key in TRIAGED} == TRIAGED
+    assert not set(TRIAGED) & set(entries[ATTENTION])  # a passing test has none
+
+
+def test_the_summary_lists_failures_with_their_stage_and_repro_first() -> None:
+    failed = record("tests/t.py::failed", verdict="failed", compile_time_s=0)
+    failed.update(TRIAGED)
+    unbisected = record("tests/t.py::unbisected", verdict="failed", compile_time_s=0)
+    unbisected.update({**TRIAGED, "stage": ""})
+    assert summary_lines([unbisected, failed, record(compile_time_s=0)]) == [
+        "parity failures, with the stage that diverged and a standalone repro (2):",
+        "  tests/t.py::failed",
+        f"    {TRIAGED['stage']}",
+        f"    repro: python {TRIAGED['repro']}",
+        "  tests/t.py::unbisected",
+        f"    repro: python {TRIAGED['repro']}",
+    ]
 
 
 def test_a_realistic_report_validates_against_the_packaged_schema() -> None:
@@ -306,6 +336,8 @@ def test_a_rerun_test_keeps_its_last_record() -> None:
         (("tests", ATTENTION, "largest_errors", 0, "max_abs"), "inf"),
         (("tests", ATTENTION, "budget", "status"), "worse"),
         (("tests", ATTENTION, "surprise"), 1),
+        (("tests", "tests/test_ops.py::test_softmax", "repro"), 1),
+        (("tests", "tests/test_ops.py::test_softmax", "triage_time_s"), -1),
     ],
 )
 def test_the_schema_rejects_a_broken_report(path: tuple[str | int, ...], bad: object) -> None:

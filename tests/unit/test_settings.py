@@ -6,6 +6,7 @@ import pytest
 
 from pytest_torchcompile.settings import (
     MARKER_KEYS,
+    SessionSettings,
     SettingError,
     Settings,
     apply,
@@ -116,3 +117,17 @@ def test_session_settings():
         SettingError, match=r"--compile-worker-gpus='some' from --compile-worker-gpus"
     ):
         session_from_config(*_config({"worker_gpus": "some"}, {}))
+
+
+def test_triage_settings_default_on_and_validate():
+    assert (session_from_config(*_config({}, {})).bisect, SessionSettings().artifacts) == (
+        "on",
+        None,
+    )
+    session = session_from_config(*_config({"bisect": "OFF"}, {"compile_artifacts": "triage"}))
+    assert (session.bisect, session.artifacts) == ("off", "triage")
+    with pytest.raises(
+        SettingError, match=r"--compile-bisect='deeper' from ini compile_bisect: .*on, off, deep"
+    ):
+        session_from_config(*_config({}, {"compile_bisect": "deeper"}))
+    assert session_from_config(*_config({"bisect": "deep"}, {})).bisect == "deep"

@@ -1,0 +1,82 @@
+"""triage.py's pure parts: stage lines, what the Recorder keeps, rebuilding callables from source."""
+
+from __future__ import annotations
+
+import torch
+
+from pytest_torchcompile import triage
+from pytest_torchcompile.triage import Recorder, stage_backends, stage_line
+
+
+def test_the_stages_end_with_the_configured_backend():
+    assert stage_backends("inductor") == [
+        "eager",
+        "aot_eager",
+        "aot_eager_decomp_partition",
+        "inductor",
+    ]
+    assert stage_backends("aot_eager") == ["eager", "aot_eager"]
+    assert stage_backends("mypkg.backends:mine")[-1] == "mypkg.backends:mine"
+
+
+def test_the_stage_line_names_the_first_stage_that_diverges():
+    ok = [("eager", False), ("aot_eager", False), ("aot_eager_decomp_partition", False)]
+    assert stage_line([*ok, ("inductor", True)]) == (
+        "stage: Dynamo OK, AOTAutograd OK, decompositions OK -> TorchInductor diverges"
+    )
+    assert stage_line([("eager", False), ("aot_eager", True)]) == (
+        "stage: Dynamo OK -> AOTAutograd diverges"
+    )
+    assert stage_line([("eager", True)]) == "stage: Dynamo diverges (the first stage)"
+    assert stage_line([*ok, ("mypkg:mine", True)]).endswith("-> mypkg:mine diverges")
+
+
+def test_the_recorder_copies_inputs_every_call_and_a_module_once():
+    model = torch.nn.Linear(3, 2)
+    x = torch.randn(4, 3)
+    recorder = Recorder()
+    recorder.record(model, (x[::2],), {})
+    with torch.no_grad():
+        model.weight.add_(1)  # a later change to the caller's module: not what was recorded
+        x.add_(1)
+    recorder.record(model, (x,), {"scale": 2.0})
+    first, second = recorder.calls
+    assert first.fn is second.fn and first.fn is not model  # one copy, shared by both calls
+    assert not torch.equal(first.fn.weight, model.weight)
+    assert first.args[0].stride() == (6, 1) and not torch.equal(second.args[0], first.args[0])
+    assert second.kwargs == {"scale": 2.0} and not any(c.diverged for c in recorder.calls)
+    recorder.diverged()
+    assert second.diverged
+
+
+def test_a_lambda_is_rebuilt_from_its_own_source_with_what_it_closes_over():
+    scale = 3.0
+    pair = (lambda t: t + 1, lambda t: torch.relu(t) * scale)
+    code, imports, captured = triage._rebuild_source(pair[1], "make_fn_0")
+    assert "return lambda t: torch.relu(t) * scale" in code
+    assert code.startswith("def make_fn_0(scale):")
+    assert (imports, captured) == ({"import torch"}, {"scale": 3.0})
+    namespace: dict[str, object] = {"torch": torch}
+    exec(code, namespace)  # the generated repro code itself
+    rebuilt = namespace["make_fn_0"](**captured)
+    x = torch.randn(5)
+    assert torch.equal(rebuilt(x), pair[1](x))
+
+
+def test_a_nested_function_loses_its_decorators_and_keeps_its_name():
+    def passthrough(fn):
+        return fn
+
+    @passthrough
+    def double(t):
+        return t * 2
+
+    code, _, captured = triage._rebuild_source(double, "make_fn_1")
+    assert "@passthrough" not in code and "def double(t):" in code
+    assert code.rstrip().endswith("return double") and captured == {}
+
+
+def test_directory_names_are_safe_and_distinct():
+    assert triage.directory_name("tests/test_x.py::test_y[cpu-float32]") == (
+        "tests_test_x.py__test_y_cpu-float32"
+    )
