@@ -60,6 +60,15 @@ class CompileCounts(TypedDict):
     compile_time_s: float
 
 
+class ModuleCallRecord(TypedDict):
+    """Intercepted module calls of one test (--compile-parity=all) with one outcome and reason."""
+
+    module: str  # qualified class name, e.g. "timm.models.resnet.ResNet"
+    outcome: str  # checked, skipped, diverged
+    reason: str  # why skipped, or the differing leaves; "" when checked
+    calls: int
+
+
 class ParityRecord(TypedDict):
     """Everything the plugin knows about one parity test; rides on the pytest report."""
 
@@ -74,3 +83,4 @@ class ParityRecord(TypedDict):
     largest_errors: list[LeafError]
     wall_time_s: float
     notes: NotRequired[list[str]]  # what the checker did that the reader should know
+    module_calls: NotRequired[list[ModuleCallRecord]]  # intercepted tests only
