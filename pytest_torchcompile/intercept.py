@@ -77,6 +77,7 @@ class Interceptor:
         self._tally: dict[tuple[str, str, str], int] = {}
         # (id of the test's module, inference mode) -> (that module, its pre-call stand-in)
         self._stand_ins: dict[tuple[int, bool], tuple[torch.nn.Module, torch.nn.Module]] = {}
+        self._structures: dict[int, tuple[torch.nn.Module, Hashable]] = {}  # id -> (module, ...)
         self._original: Callable[..., Any] = torch.nn.Module.__call__
         self._wrapper: Callable[..., Any] | None = None
         self._busy = False  # a module call or a check is in progress: calls pass straight through
@@ -168,7 +169,8 @@ class Interceptor:
             raise _Skip("called under torch.jit.trace")
         signature = (
             name,
-            _structure(module),
+            self._structure(module),
+            module.training,
             _inputs_signature((args, kwargs)),
             torch.is_grad_enabled(),
             torch.is_inference_mode_enabled(),
@@ -180,6 +182,18 @@ class Interceptor:
         if not self.selection.every_call and signature in self._diverged:
             raise _Skip("already diverged in this test with this structure and input signature")
         return signature
+
+    def _structure(self, module: torch.nn.Module) -> Hashable:
+        """A module's tensors (names, shapes, dtypes, devices), computed once per module per test.
+
+        Walking a large model on every call would cost milliseconds; a module restructured in
+        the middle of a test keeps its first structure here (its stand-in is still copied anew).
+        """
+        kept = self._structures.get(id(module))
+        if kept is None or kept[0] is not module:
+            kept = (module, _structure(module))
+            self._structures[id(module)] = kept
+        return kept[1]
 
     def _stand_in(self, module: torch.nn.Module) -> torch.nn.Module:
         """A copy holding the module's state before the call: the replay's module.
@@ -284,15 +298,13 @@ def _text(exc: BaseException) -> str:
 
 
 def _structure(module: torch.nn.Module) -> Hashable:
-    """What makes two modules of one class different programs: their tensors and modes."""
+    """What makes two modules of one class different programs: their tensors."""
     tensors = []
     for name, tensor in (*module.named_parameters(), *module.named_buffers()):
         if torch.nn.parameter.is_lazy(tensor):
             raise _Skip("a lazy module whose parameters are not initialized yet")
-        tensors.append(
-            (name, tuple(tensor.shape), tensor.dtype, tensor.device, tensor.requires_grad)
-        )
-    return tuple(tensors), tuple(m.training for m in module.modules())
+        tensors.append((name, tuple(tensor.shape), tensor.dtype, tensor.device))
+    return tuple(tensors)
 
 
 def _inputs_signature(value: Any) -> Hashable:
