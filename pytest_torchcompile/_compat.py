@@ -331,6 +331,13 @@ def _break_compile_ids() -> Iterator[dict[int, str]]:
             callback_handler.remove_end_callback(on_end)
 
 
+def is_compiled_module(module: torch.nn.Module) -> bool:
+    """Whether `module` is what torch.compile returned for a module (an OptimizedModule)."""
+    from torch._dynamo.eval_frame import OptimizedModule
+
+    return isinstance(module, OptimizedModule)
+
+
 def current_compile_id() -> str:
     """The compile id ("frame/attempt") of the frame Dynamo is compiling now, or ""."""
     from torch._guards import CompileContext

@@ -22,17 +22,21 @@ TMP_PATHS_KEY = pytest.StashKey[pytest.TempPathFactory]()  # for the default --c
 
 
 @pytest.fixture
-def compile_parity(request: pytest.FixtureRequest) -> Iterator[Checker]:
+def compile_parity(request: pytest.FixtureRequest) -> Iterator[Checker | EagerOnly]:
     """Call it as `compile_parity(model_or_fn, *args, **kwargs)`: eager vs compiled, or fail.
 
     One checker per test: every call (and every Hypothesis example) shares its compile cache,
     so guards and recompiles behave as in a real program; in a Hypothesis test, hitting the
     recompile limit starts a fresh cache instead of running an example eagerly. The test runs
     in a clean compile world: Dynamo reset, configs, grad mode and default dtype restored.
+    Under --compile-parity=off it only runs the callable eagerly (see EagerOnly).
     """
     from pytest_torchcompile.runner import Checker, isolated
     from pytest_torchcompile.triage import Recorder
 
+    if request.config.stash[SESSION_KEY].parity == "off":
+        yield EagerOnly()
+        return
     settings = (
         request.node.stash.get(SETTINGS_KEY, None) or request.config.stash[SESSION_TEST_SETTINGS]
     )
@@ -43,6 +47,26 @@ def compile_parity(request: pytest.FixtureRequest) -> Iterator[Checker]:
     request.node.stash[TMP_PATHS_KEY] = request.getfixturevalue("tmp_path_factory")
     with isolated(checker.accountant):
         yield checker
+
+
+class EagerOnly:
+    """The fixture under --compile-parity=off: calls the callable as written and checks nothing.
+
+    It returns a ParityResult whose `eager` and `compiled` are both the plain call's output,
+    with no errors and empty counts, so a suite runs unchanged with the plugin turned off.
+    """
+
+    calls = 0
+
+    def __call__(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        from pytest_torchcompile.accounting import Accountant
+        from pytest_torchcompile.parity import ParityReport
+        from pytest_torchcompile.runner import ParityResult
+
+        self.calls += 1
+        output = fn(*args, **kwargs)
+        counts = Accountant().counts()
+        return ParityResult(output, output, {}, counts, ParityReport([], ""))
 
 
 @pytest.fixture

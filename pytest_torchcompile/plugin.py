@@ -26,6 +26,7 @@ from pytest_torchcompile.fixtures import (
 )
 from pytest_torchcompile.records import ParityRecord
 from pytest_torchcompile.report import (
+    intercept_summary_lines,
     json_report,
     junit_properties,
     runtime_versions,
@@ -71,6 +72,7 @@ class _Run:
     worker_lost: bool = False  # an xdist worker went down without them
     verdicts: dict[str, budgets.BudgetVerdict] | None = None  # when checking a budget file
     updated: str | None = None  # what --compile-budgets-update wrote, for the summary
+    checked_calls: set[Any] = field(default_factory=set)  # intercepted call signatures checked
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -213,16 +215,28 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
-    """After the test body: budgets over all its calls, and misuse (marked but never checked)."""
+    """After the test body: budgets over all its calls, and misuse (marked but never checked).
+
+    A test that does not use the checker is intercepted under --compile-parity=all, or when it
+    is marked: its outermost module calls are cross-checked (see intercept.py).
+    """
     __tracebackhide__ = True  # a verdict reached here is the test's failure, not the plugin's
-    _relax_hypothesis_for_compiles(item)
-    try:
+    if item.config.stash[SESSION_KEY].parity == "off":
         yield
+        return
+    interceptor = _interceptor(item)
+    _relax_hypothesis_for_compiles(item, intercepted=interceptor is not None)
+    try:
+        if interceptor is None:
+            yield
+        else:
+            with interceptor:
+                yield
     except BaseException as exc:
-        _finish(item, check=False)
+        _finish(item, check=False, interceptor=interceptor)
         _triage(item, exc)
         raise
-    _finish(item, check=True)
+    _finish(item, check=True, interceptor=interceptor)
 
 
 def _triage(item: pytest.Item, exc: BaseException) -> None:
@@ -268,24 +282,57 @@ def _parity_failure(exc: BaseException) -> bool:
     return isinstance(exc, ParityError)
 
 
-def _finish(item: pytest.Item, check: bool) -> None:
+def _interceptor(item: pytest.Item) -> Any:
+    """The Interceptor for a test that does not use the checker, where the mode asks for one."""
+    session = item.config.stash[SESSION_KEY]
+    if "compile_parity" in getattr(item, "fixturenames", ()):
+        return None
+    if session.parity != "all" and item.get_closest_marker(MARKER) is None:
+        return None
+    from pytest_torchcompile.intercept import Interceptor, Selection
+
+    try:
+        settings = item.stash.get(SETTINGS_KEY, None) or _test_settings(
+            item.config, item, item.name
+        )
+    except SettingError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    selection = Selection(
+        include=session.parity_include,
+        exclude=session.parity_exclude,
+        every_call=session.parity_every_call,
+    )
+    return Interceptor(settings, selection, item.config.stash[RUN_KEY].checked_calls)
+
+
+def _finish(item: pytest.Item, check: bool, interceptor: Any = None) -> None:
     """Record what the test's checker saw; with `check`, also enforce budgets and misuse."""
     __tracebackhide__ = True
-    checker = item.stash.get(CHECKER_KEY, None)
+    checker = interceptor.checker if interceptor is not None else item.stash.get(CHECKER_KEY, None)
     marked = item.get_closest_marker(MARKER) is not None
-    if check and marked and (checker is None or checker.calls == 0):
+    if check and marked and interceptor is not None and interceptor.outermost_calls == 0:
+        from pytest_torchcompile.errors import UnusedCheckerError
+
+        raise UnusedCheckerError(
+            f"{item.nodeid} is marked compile_parity but neither called the compile_parity "
+            "fixture nor made any nn.Module call to intercept: call compile_parity(model, x), "
+            "or call a model in the test body"
+        )
+    if check and marked and interceptor is None and (checker is None or checker.calls == 0):
         from pytest_torchcompile.errors import UnusedCheckerError
 
         raise UnusedCheckerError(
             f"{item.nodeid} is marked compile_parity but never checked anything: request the "
             "compile_parity fixture and call it, e.g. compile_parity(model, x)"
         )
-    if checker is None:
+    if checker is None or (interceptor is not None and interceptor.outermost_calls == 0):
         return
     record = _record(item, checker, "passed" if check else "failed")
+    if interceptor is not None:
+        record["module_calls"] = interceptor.module_calls()
     try:
         if check:
-            checker.finish()
+            (interceptor or checker).finish()
             _check_budget_file(item.config, record)
     except BaseException:
         record["verdict"] = "failed"
@@ -325,16 +372,16 @@ def _record(item: pytest.Item, checker: Any, verdict: str) -> ParityRecord:
     )
 
 
-def _relax_hypothesis_for_compiles(item: pytest.Item) -> None:
+def _relax_hypothesis_for_compiles(item: pytest.Item, *, intercepted: bool) -> None:
     """@given parity tests share one fixture across examples on purpose, and compiles are slow.
 
-    So the function-scoped-fixture health check and the deadline are off for them; everything
-    else the test or profile set is kept.
+    So the function-scoped-fixture health check and the deadline are off for them (and for
+    intercepted tests, whose examples now compile); everything else the test or profile set is
+    kept.
     """
     function = getattr(item, "obj", None)
-    if getattr(
-        function, "is_hypothesis_test", False
-    ) is not True or "compile_parity" not in getattr(item, "fixturenames", ()):
+    checks = intercepted or "compile_parity" in getattr(item, "fixturenames", ())
+    if getattr(function, "is_hypothesis_test", False) is not True or not checks:
         return
     from hypothesis import HealthCheck
     from hypothesis import settings as hypothesis_settings
@@ -452,6 +499,7 @@ class _SessionHooks:
             "repro" in record for record in run.records
         )
         lines = summary_lines(run.records, run.verdicts) if run.report_path or notable else []
+        lines += intercept_summary_lines(run.records)
         if run.updated is not None:
             lines.append(f"compile budgets updated: {run.updated}")
         if self._settings.report is not None:

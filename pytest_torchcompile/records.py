@@ -60,6 +60,15 @@ class CompileCounts(TypedDict):
     compile_time_s: float
 
 
+class ModuleCallRecord(TypedDict):
+    """Intercepted module calls of one test (--compile-parity=all) with one outcome and reason."""
+
+    module: str  # qualified class name, e.g. "timm.models.resnet.ResNet"
+    outcome: str  # checked, skipped, diverged
+    reason: str  # why skipped, or the differing leaves; "" when checked
+    calls: int
+
+
 class ParityRecord(TypedDict):
     """Everything the plugin knows about one parity test; rides on the pytest report."""
 
@@ -79,3 +88,4 @@ class ParityRecord(TypedDict):
     repro: NotRequired[str]
     artifacts: NotRequired[str]
     triage_time_s: NotRequired[float]
+    module_calls: NotRequired[list[ModuleCallRecord]]  # intercepted tests only

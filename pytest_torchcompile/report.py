@@ -23,6 +23,7 @@ from pytest_torchcompile.records import (
     FallbackRecord,
     GraphRecord,
     LeafError,
+    ModuleCallRecord,
     ParityRecord,
     RecompileRecord,
 )
@@ -85,6 +86,8 @@ def section_text(record: ParityRecord) -> str:
         lines += _numbered("cudagraphs skipped", counts["cudagraph_skips"])
     if record.get("notes"):
         lines += _numbered("notes", record.get("notes", []))
+    if "module_calls" in record:
+        lines += _numbered("intercepted module calls", _call_lines(record["module_calls"]))
     lines += _error_table(record["largest_errors"])
     return "\n".join(lines)
 
@@ -111,7 +114,47 @@ def _more(total: int, noun: str) -> list[str]:
     return [f"  ... and {total - _MAX_LISTED} more {noun}"] if total > _MAX_LISTED else []
 
 
+def _call_lines(calls: list[ModuleCallRecord]) -> list[str]:
+    return [
+        f"{c['outcome']} {c['calls']} call(s) of {c['module']}"
+        + (f": {c['reason']}" if c["reason"] else "")
+        for c in calls
+    ]
+
+
 # --- the terminal summary ---
+
+
+def intercept_summary_lines(records: Iterable[ParityRecord]) -> list[str]:
+    """--compile-parity=all: module classes checked, diverged (with tests) and skipped (why)."""
+    intercepted = sorted((r for r in records if r.get("module_calls")), key=lambda r: r["nodeid"])
+    if not intercepted:
+        return []
+    calls = [(r["nodeid"], c) for r in intercepted for c in r.get("module_calls", [])]
+    total = {o: sum(c["calls"] for _, c in calls if c["outcome"] == o) for o in _OUTCOMES}
+    lines = [
+        f"intercepted module calls in {len(intercepted)} test(s): {total['checked']} checked, "
+        f"{total['diverged']} diverged, {total['skipped']} skipped"
+    ]
+    for outcome in _OUTCOMES:
+        groups: dict[str, tuple[int, set[str]]] = {}
+        for node, c in calls:
+            if c["outcome"] == outcome:
+                key = c["module"] if outcome == "checked" else f"{c['module']}: {c['reason']}"
+                n, tests = groups.get(key, (0, set()))
+                groups[key] = (n + c["calls"], tests | {node})
+        if not groups:
+            continue
+        lines.append(f"{outcome} ({len(groups)}):")
+        ranked = sorted(groups.items(), key=lambda item: (-item[1][0], item[0]))
+        for key, (n, tests) in ranked[:_MAX_LISTED]:
+            where = next(iter(tests)) if len(tests) == 1 else f"{len(tests)} tests"
+            lines.append(f"  {n} call(s) in {where}: {key}")
+        lines += _more(len(ranked), "entries")
+    return lines
+
+
+_OUTCOMES = ("diverged", "checked", "skipped")
 
 
 def summary_lines(

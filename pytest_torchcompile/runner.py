@@ -631,6 +631,7 @@ class Checker:
         self.devices_seen: list[str] = []
         self.largest_errors: dict[str, LeafError] = {}
         self.wall_time_s = 0.0
+        self.last_report: parity.ParityReport | None = None  # the latest call's leaf verdicts
         self._compiled: dict[int, _Compiled] = {}
         # id -> (caller's module, its compiled-side copy); the module is kept so ids stay unique
         self._module_copies: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
@@ -791,6 +792,7 @@ class Checker:
             eager_again=rerun(clone_tree),
             perturbed=rerun(nudged_tree),
         )
+        self.last_report = report
         errors = self._record_errors(report)
         self.notes += [note for note in report.notes if note not in self.notes]
         self.wall_time_s += time.perf_counter() - started

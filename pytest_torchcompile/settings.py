@@ -15,6 +15,7 @@ BUILTIN_BACKENDS = ("inductor", "eager", "aot_eager", "aot_eager_decomp_partitio
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DYNAMIC_CHOICES = ("auto", "true", "false")
 BISECT_CHOICES = ("on", "off", "deep")
+PARITY_MODES = ("marked", "all", "off")
 
 
 class SettingError(ValueError):
@@ -80,6 +81,15 @@ def _parse_worker_gpus(value: Any) -> str:
     if not all(part.isdigit() for part in parts):
         raise ValueError("expected round-robin, off, or GPU indices such as 0,0,1,1")
     return ",".join(parts)
+
+
+def _parse_patterns(value: Any) -> tuple[str, ...]:
+    """'torch.nn.*, Block' or a list: fnmatch patterns of module class names."""
+    items = value.replace(",", " ").split() if isinstance(value, str) else list(value)
+    patterns = tuple(str(item).strip() for item in items if str(item).strip())
+    if not patterns:
+        raise ValueError("expected comma-separated class name patterns such as torch.nn.*,Block")
+    return patterns
 
 
 def _parse_mode(value: Any) -> str:
@@ -351,6 +361,11 @@ class SessionSettings:
     worker_gpus: str = "round-robin"
     bisect: str = "on"  # after a parity failure, replay the test stage by stage (triage.py)
     artifacts: str | None = None  # where failing tests' repro and compiler artifacts go
+    # --compile-parity and the module-call interception it turns on (see intercept.py)
+    parity: str = "marked"
+    parity_include: tuple[str, ...] = ("*",)
+    parity_exclude: tuple[str, ...] = ()
+    parity_every_call: bool = False
 
 
 SESSION_OPTIONS: tuple[Option, ...] = (
@@ -404,6 +419,44 @@ SESSION_OPTIONS: tuple[Option, ...] = (
         "directory for each failing parity test's repro.py, saved inputs and compiler artifacts "
         "(default: a torchcompile folder in pytest's temporary directory)",
         "--compile-artifacts",
+    ),
+    *(
+        # --compile-parity: which tests the plugin checks, and the module-call interception.
+        Option(
+            "parity",
+            _parse_choice(PARITY_MODES),
+            "marked",
+            "which tests are checked: marked (tests that use the compile_parity fixture, and "
+            "marked tests that do not, whose module calls are intercepted), all (also every "
+            "other test: each outermost nn.Module call is cross-checked), off (nothing is "
+            "checked; the fixture only runs its callable eagerly) (default: marked)",
+            "--compile-parity",
+        ),
+        Option(
+            "parity_include",
+            _parse_patterns,
+            ("*",),
+            "intercept only module classes whose qualified name (pkg.mod.Class) or class name "
+            "matches one of these comma-separated fnmatch patterns (default: *)",
+            "--compile-parity-include",
+        ),
+        Option(
+            "parity_exclude",
+            _parse_patterns,
+            (),
+            "never intercept module classes whose qualified name or class name matches one of "
+            "these comma-separated fnmatch patterns (default: none)",
+            "--compile-parity-exclude",
+        ),
+        Option(
+            "parity_every_call",
+            _parse_bool,
+            False,
+            "intercepted calls: check every call, not only the first of each module class, "
+            "structure and input signature in the session (default: off)",
+            "--compile-parity-every-call",
+            is_switch=True,
+        ),
     ),
 )
 

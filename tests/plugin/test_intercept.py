@@ -1,0 +1,278 @@
+"""--compile-parity=all: unmodified tests' module calls are cross-checked, and nothing else changes."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+SUITE = """
+import pytest, torch
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 8)
+        self.bn = torch.nn.BatchNorm1d(8)
+        self.b = torch.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.bn(self.a(x))))
+
+def test_train_step():
+    torch.manual_seed(0)
+    model = Net()
+    out = model(torch.randn(5, 4))
+    out.sum().backward()  # the test's own autograd graph is intact
+    assert model.a.weight.grad is not None
+    assert int(model.bn.num_batches_tracked) == 1
+
+def test_eval_no_grad():
+    model = Net().eval()
+    with torch.no_grad():
+        assert model(torch.randn(3, 4)).shape == (3, 2)
+"""
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest("--compile-parity=all", "-p", "no:cacheprovider", *args)
+
+
+def test_a_correct_backend_passes_and_checks_every_outermost_call(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = _run(pytester, "--compile-backend=aot_eager")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*intercepted module calls in 2 test(s): 2 checked, 0 diverged, 0 skipped",
+            "*2 call(s) in 2 tests: test_suite.Net",
+        ]
+    )
+
+
+def test_a_wrong_output_fails_naming_the_class_the_call_and_the_leaf(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = _run(pytester, "--compile-backend=planted:corrupt_output")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*ParityError: 1 intercepted module call(s) diverged*",
+            "*module call 1 (test_suite.Net), differing at output:*",
+            "*output: values are not close*",
+        ]
+    )
+
+
+def test_a_wrong_gradient_is_caught_by_the_replays_backward(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = _run(pytester, "--compile-backend=planted:corrupt_gradient", "-k", "train")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*module call 1 (test_suite.Net), differing at *grad of*"])
+
+
+def test_a_skipped_buffer_update_is_caught(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = _run(pytester, "--compile-backend=planted:skip_buffer_update", "-k", "train")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*differing at *buffer 'bn.running_mean'*"])
+
+
+def test_the_test_sees_its_own_results_rng_and_exceptions_unchanged(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+        import torch.nn.functional as F
+
+        def test_unchanged():
+            model = torch.nn.Dropout(0.5).train()
+            x = torch.ones(64)
+            torch.manual_seed(0)
+            y, after = model(x), torch.rand(4)
+            torch.manual_seed(0)
+            assert torch.equal(y, F.dropout(x, 0.5, True))
+            assert torch.equal(after, torch.rand(4))
+            with pytest.raises(RuntimeError):
+                torch.nn.Linear(3, 3)(torch.ones(2, 4))
+        """
+    )
+    result = _run(pytester, "--compile-backend=aot_eager", "-rA")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*checked 1 call(s) of torch.nn.modules.dropout.Dropout", "*the call raised RuntimeError*"]
+    )
+
+
+def test_a_divergence_fails_after_the_body_even_if_the_test_catches_everything(pytester):
+    pytester.makepyfile(
+        """
+        import torch
+
+        def test_catches():
+            try:
+                torch.nn.Linear(3, 3)(torch.ones(2, 3))
+            except Exception:
+                pass
+        """
+    )
+    result = _run(pytester, "--compile-backend=planted:corrupt_output")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*module call 1 (torch.nn.modules.linear.Linear)*"])
+
+
+def test_calls_under_no_grad_and_inference_mode_are_checked(pytester):
+    pytester.makepyfile(
+        """
+        import torch
+
+        def test_modes():
+            model = torch.nn.Linear(3, 3)
+            with torch.no_grad():
+                model(torch.ones(2, 3))
+            with torch.inference_mode():
+                model(torch.ones(2, 3))
+            model(torch.ones(2, 3))
+        """
+    )
+    result = _run(pytester, "--compile-backend=aot_eager")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*3 checked, 0 diverged, 0 skipped"])
+    _run(pytester, "--compile-backend=planted:corrupt_output").stdout.fnmatch_lines(
+        ["*3 intercepted module call(s) diverged*"]
+    )
+
+
+def test_a_module_that_cannot_be_copied_is_skipped_with_the_reason(pytester):
+    pytester.makepyfile(
+        """
+        import threading, torch
+
+        class Locked(torch.nn.Linear):
+            def __init__(self):
+                super().__init__(2, 2)
+                self.lock = threading.Lock()
+
+        def test_locked():
+            assert Locked()(torch.ones(1, 2)).shape == (1, 2)
+        """
+    )
+    result = _run(pytester, "--compile-backend=planted:corrupt_output")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(
+        ["*skipped*test_locked*Locked: cannot snapshot the call: TypeError*"]
+    )
+
+
+def test_include_and_exclude_select_classes_by_pattern(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    excluded = _run(
+        pytester, "--compile-backend=planted:corrupt_output", "--compile-parity-exclude=Net"
+    )
+    excluded.assert_outcomes(passed=2)
+    excluded.stdout.fnmatch_lines(["*test_suite.Net: matched by --compile-parity-exclude"])
+    included = _run(
+        pytester, "--compile-backend=planted:corrupt_output", "--compile-parity-include=torch.nn.*"
+    )
+    included.assert_outcomes(passed=2)
+    included.stdout.fnmatch_lines(["*test_suite.Net: not matched by --compile-parity-include"])
+
+
+def test_a_signature_checked_once_is_not_checked_again_unless_every_call(pytester):
+    pytester.makepyfile(
+        """
+        import torch
+
+        def test_loop():
+            model = torch.nn.Linear(3, 3)
+            for _ in range(3):
+                model(torch.ones(2, 3))
+            model(torch.ones(5, 3))
+        """
+    )
+    once = _run(pytester, "--compile-backend=aot_eager")
+    once.stdout.fnmatch_lines(["*2 checked, 0 diverged, 2 skipped", "*already checked*"])
+    every = _run(pytester, "--compile-backend=aot_eager", "--compile-parity-every-call")
+    every.stdout.fnmatch_lines(["*4 checked, 0 diverged, 0 skipped"])
+
+
+def test_marked_test_without_the_fixture_is_intercepted(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.compile_parity
+        def test_marked():
+            torch.nn.Linear(3, 3)(torch.ones(2, 3))
+
+        @pytest.mark.compile_parity
+        def test_marked_but_nothing_to_check():
+            assert 1 + 1 == 2
+
+        def test_unmarked():
+            torch.nn.Linear(3, 3)(torch.ones(2, 3))
+        """
+    )
+    result = pytester.runpytest("--compile-backend=planted:corrupt_output")
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(
+        [
+            "*test_marked_but_nothing_to_check is marked compile_parity but neither called the "
+            "compile_parity fixture nor made any nn.Module call to intercept*",
+            "FAILED*::test_marked - *",
+        ]
+    )
+
+
+def test_off_turns_every_check_off_and_the_fixture_runs_eagerly(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.compile_parity
+        def test_fixture(compile_parity):
+            result = compile_parity(torch.nn.Linear(3, 3), torch.ones(2, 3))
+            assert result.eager is result.compiled
+
+        @pytest.mark.compile_parity
+        def test_marked_without_calls():
+            pass
+        """
+    )
+    result = pytester.runpytest("--compile-parity=off", "--compile-backend=planted:corrupt_output")
+    result.assert_outcomes(passed=2)
+    result.stdout.no_fnmatch_line("*torch.compile*")
+
+
+def test_a_test_that_compiles_on_its_own_is_left_alone(pytester):
+    pytester.makepyfile(
+        """
+        import torch
+
+        def test_compiles():
+            compiled = torch.compile(torch.nn.Linear(3, 3), backend="eager")
+            compiled(torch.ones(2, 3))
+        """
+    )
+    result = _run(pytester, "--compile-backend=planted:corrupt_output")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*OptimizedModule: compiled by the test itself*"])
+
+
+def test_bad_pattern_option_is_a_usage_error(pytester):
+    result = pytester.runpytest("--compile-parity=sometimes")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*Invalid --compile-parity='sometimes'*marked, all, off*"])
+
+
+def test_the_summary_survives_xdist(pytester, monkeypatch):
+    pytest.importorskip("xdist")
+    tests = str(Path(__file__).parents[1])  # where planted.py lives, for the workers
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
+    pytester.makepyfile(test_suite=SUITE)
+    result = pytester.runpytest_subprocess(
+        "--compile-parity=all", "--compile-backend=planted:corrupt_output", "-n", "2"
+    )
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(
+        ["*intercepted module calls in 2 test(s): 0 checked, 2 diverged, 0 skipped"]
+    )

@@ -1,0 +1,63 @@
+"""The pure parts of interception: class selection by pattern and the call signature."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pytest_torchcompile.intercept import Selection, _inputs_signature, _Skip
+from pytest_torchcompile.settings import SettingError, session_from_config
+
+
+@pytest.mark.parametrize(
+    ("selection", "name", "reason"),
+    [
+        (Selection(), "pkg.models.Net", None),
+        (
+            Selection(include=("torch.nn.*",)),
+            "pkg.models.Net",
+            "not matched by --compile-parity-include",
+        ),
+        (Selection(include=("Net",)), "pkg.models.Net", None),  # the bare class name matches too
+        (Selection(exclude=("pkg.*",)), "pkg.models.Net", "matched by --compile-parity-exclude"),
+        (
+            Selection(exclude=("Dropout",)),
+            "torch.nn.modules.dropout.Dropout",
+            "matched by --compile-parity-exclude",
+        ),
+    ],
+)
+def test_selection_by_qualified_or_class_name(selection, name, reason):
+    assert selection.skips(name) == reason
+
+
+def test_signature_tells_shapes_layouts_and_python_values_apart():
+    x = torch.ones(2, 3)
+    assert _inputs_signature((x,)) == _inputs_signature((torch.zeros(2, 3),))
+    assert _inputs_signature((x,)) != _inputs_signature((x.t(),))
+    assert _inputs_signature((x, 1)) != _inputs_signature((x, 2))
+    assert _inputs_signature({"x": x}) != _inputs_signature({"y": x})
+
+
+@pytest.mark.parametrize(
+    ("value", "reason"),
+    [
+        (torch.ones(2, device="meta"), "meta tensors hold no values to compare"),
+        (
+            torch.fx.Proxy(torch.fx.Graph().placeholder("x")),
+            "called during torch.fx symbolic tracing",
+        ),
+    ],
+)
+def test_inputs_the_replay_cannot_use_are_skipped(value, reason):
+    with pytest.raises(_Skip, match=reason):
+        _inputs_signature((value,))
+
+
+def test_patterns_parse_from_commas_and_spaces():
+    options = {"torchcompile_parity_include": "torch.nn.*, Block", "torchcompile_parity": "all"}
+    session = session_from_config(options.get, lambda name: "")
+    assert session.parity_include == ("torch.nn.*", "Block")
+    assert session.parity == "all"
+    with pytest.raises(SettingError, match="Invalid --compile-parity-exclude=' , '"):
+        session_from_config({"torchcompile_parity_exclude": " , "}.get, lambda name: "")
