@@ -19,6 +19,7 @@ Outcomes, one per sample (the order is the summary's):
   false-alarm   a ParityError the oracle does not confirm
   crash         an exception from inside pytest_torchcompile that is not a verdict
   timeout       the op ran past the per-op time limit (set by the driver, opinfo.py)
+  died          the worker process died on the op (a segfault, an abort)
   harness       this benchmark's own code failed on the sample (not the plugin's fault)
 """
 
@@ -58,6 +59,7 @@ OUTCOMES = (
     "false-alarm",
     "crash",
     "timeout",
+    "died",
     "harness",
 )
 FAILURES = OUTCOMES[3:]
