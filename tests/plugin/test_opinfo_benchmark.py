@@ -51,10 +51,8 @@ AOT_EAGER = [
     pytest.param("sparse.mm.reduce", marks=known("sparse CSR input crashes clone_tree")),
     pytest.param("sparse.sampled_addmm", marks=known("sparse CSR input crashes clone_tree")),
 ]
-INDUCTOR = [
-    "add",
-    "nn.functional.layer_norm",
-]  # one sample each: a C++ compile is seconds
+# One sample each: an Inductor compile costs seconds.
+INDUCTOR = ["add", "nn.functional.layer_norm"]
 
 
 # Inputs eager rejects: the checker must re-raise eager's exception (exception parity).
