@@ -70,7 +70,11 @@ def _worker(conn: Connection, args: argparse.Namespace, threads: int) -> None:
         records = check_op(
             op_db[index], DTYPES[dtype], args.device, args.backend, args.samples, kind or "sample"
         )
-        conn.send([record.to_json() for record in records])
+        # A CUDA error (a device-side assert) poisons the process's context: retire the worker.
+        retire = any("CUDA error" in record.reason for record in records)
+        conn.send(([record.to_json() for record in records], retire))
+        if retire:
+            return
 
 
 @dataclass
@@ -149,9 +153,13 @@ class Pool:
                     continue
                 if message == "ready":
                     slot.ready = True
-                else:
-                    self.write(message)
-                    slot.task = None
+                    continue
+                records, retire = message
+                self.write(records)
+                slot.task = None
+                if retire:
+                    self.slots.pop(conn).process.join(timeout=10)
+                    self._spawn()
             now = time.monotonic()
             for conn, slot in list(self.slots.items()):
                 if slot.task is not None and now > deadline + self.args.grace:

@@ -19,6 +19,7 @@ Outcomes, one per sample (the order is the summary's):
   false-alarm   a ParityError the oracle does not confirm
   crash         an exception from inside pytest_torchcompile that is not a verdict
   timeout       the op ran past the per-op time limit (set by the driver, opinfo.py)
+  died          the worker process died on the op (a segfault, an abort)
   harness       this benchmark's own code failed on the sample (not the plugin's fault)
 """
 
@@ -58,6 +59,7 @@ OUTCOMES = (
     "false-alarm",
     "crash",
     "timeout",
+    "died",
     "harness",
 )
 FAILURES = OUTCOMES[3:]
@@ -446,7 +448,7 @@ def check_op(
         kind, f"{str(dtype).removeprefix('torch.')}-{kind}"
     )
     base = Record(name, label, device, backend, -1, "skip", "")
-    if name in RANDOM_OPS or op.has_nondeterministic_output:
+    if name in RANDOM_OPS or getattr(op, "has_nondeterministic_output", False):  # torch 2.13+
         base.reason = "random or uninitialised output"
         return [base]
     if dtype not in op.supported_dtypes(device):
