@@ -496,7 +496,7 @@ class _SessionHooks:
         """Shown with --compile-report, or when a budget verdict is worth reading."""
         run = self._run
         notable = any(v.status != "unchanged" for v in (run.verdicts or {}).values()) or any(
-            "repro" in record for record in run.records
+            "artifacts" in record for record in run.records
         )
         lines = summary_lines(run.records, run.verdicts) if run.report_path or notable else []
         lines += intercept_summary_lines(run.records)

@@ -188,7 +188,7 @@ def summary_lines(
 
 def _triaged(records: list[ParityRecord]) -> list[str]:
     """Failing tests with the compiler stage that diverged and the repro to run."""
-    triaged = [r for r in records if "repro" in r]
+    triaged = [r for r in records if "artifacts" in r]
     if not triaged:
         return []
     lines = [
@@ -198,7 +198,8 @@ def _triaged(records: list[ParityRecord]) -> list[str]:
         lines.append(f"  {record['nodeid']}")
         if record.get("stage"):
             lines.append(f"    {record.get('stage')}")
-        lines.append(f"    repro: python {record.get('repro')}")
+        if record.get("repro"):
+            lines.append(f"    repro: python {record.get('repro')}")
     return lines + _more(len(triaged), "tests")
 
 

@@ -233,7 +233,8 @@ class Triage:
 
     def message(self) -> str:
         lines = [self.stage] if self.stage else []
-        lines.append(f"repro: python {self.repro}  (replays {self.calls} checker call(s))")
+        if self.repro:
+            lines.append(f"repro: python {self.repro}  (replays {self.calls} checker call(s))")
         lines.append(f"artifacts: {self.artifacts}")
         timing = f"triage took {self.time_s:.1f}s"
         if self.stage:
@@ -257,15 +258,17 @@ def triage(
     bisect_time_s = time.perf_counter() - started
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
+    repro = directory / "repro.py"
     try:
         notes = write_repro(directory, sequence, settings, recorder.examples, title, stage)
     except Exception as exc:  # e.g. an input pickle cannot save: the stage line still stands
         notes = [f"repro: could not be written: {type(exc).__name__}: {exc}"]
+        repro.unlink(missing_ok=True)
     artifacts = directory / "artifacts"
     collect_artifacts(artifacts, sequence, settings, recorder.examples)
     return Triage(
         stage=stage,
-        repro=str(directory / "repro.py"),
+        repro=str(repro) if repro.exists() else "",
         artifacts=str(artifacts),
         calls=len(sequence),
         time_s=time.perf_counter() - started,
@@ -363,6 +366,14 @@ def write_repro(
     local_modules: set[str] = set()
     for call in calls:
         fn = call.fn
+        local = _local_class(fn) if isinstance(fn, torch.nn.Module) else None
+        if local is not None:
+            notes.append(
+                f"repro: the module class {local} is defined inside a function, so the repro "
+                "cannot rebuild it; define it at module level for a standalone repro"
+            )
+            instances[id(fn)] = _FromSource("", 0)
+            continue
         if id(fn) in instances or isinstance(fn, torch.nn.Module) or _importable(fn):
             local_modules |= _defining_modules(fn)
             continue
@@ -498,6 +509,14 @@ def _importable(fn: Any) -> bool:
     except Exception:  # pickle raises PicklingError, AttributeError or TypeError here
         return False
     return True
+
+
+def _local_class(module: torch.nn.Module) -> str | None:
+    """The qualified name of a class among `module`'s submodules that pickle cannot import."""
+    for sub in module.modules():
+        if not _importable(type(sub)):
+            return type(sub).__qualname__
+    return None
 
 
 def _is_local(module: types.ModuleType) -> bool:

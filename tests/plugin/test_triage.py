@@ -282,3 +282,32 @@ def test_a_failure_that_needs_earlier_examples_replays_them(hypothesis_pytester,
     assert calls > 1  # the failing example alone compiles afresh and passes
     done = run_copied(repro, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
+
+
+def test_a_callable_the_repro_cannot_rebuild_is_named(pytester, tmp_path):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.compile_parity
+        def test_local_class(compile_parity):
+            class Local(torch.nn.Module):
+                def forward(self, x):
+                    return x.sin()
+
+            compile_parity(Local(), torch.randn(3))
+        """
+    )
+    result = pytester.runpytest(
+        "--compile-backend=planted:corrupt_output", "--compile-artifacts=out"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            f"E * {ALL_STAGES}planted:corrupt_output diverges",
+            "E * repro: the module class test_local_class.<locals>.Local is defined inside a "
+            "function, so the repro cannot rebuild it; define it at module level*",
+        ]
+    )
+    done = run_copied(next((pytester.path / "out").glob("*/repro.py")).parent, tmp_path)
+    assert done.returncode == 2 and "could not be rebuilt" in done.stdout
