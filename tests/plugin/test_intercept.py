@@ -159,7 +159,7 @@ def test_a_module_that_cannot_be_copied_is_skipped_with_the_reason(pytester):
     result = _run(pytester, "--compile-backend=planted:corrupt_output")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
-        ["*skipped*test_locked*Locked: cannot snapshot the call: TypeError*"]
+        ["*skipped*test_locked*Locked: cannot snapshot the call: UncopyableInputError*'lock'*"]
     )
 
 

@@ -1,10 +1,9 @@
 """The OpInfo false-alarm benchmark (benchmarks/opinfo.py) on a small fixed subset of op_db.
 
 Each case runs an op's first samples through `assert_compile_parity` at its defaults and asserts
-that none is a plugin false alarm or a plugin crash. Cases marked KNOWN are today's issue-10
-false alarms and crashes, kept as strict xfails so they are seen, not hidden: when a fix lands,
-the case XPASSes and fails the run, and the mark is removed. The full sweep is
-`python benchmarks/opinfo.py` (minutes; see BENCHMARKS.md).
+that none is a plugin false alarm or a plugin crash. The sparse, wrapped-exception and non-finite
+cases were issue 10's false alarms and crashes (strict xfails until the fix landed). The full
+sweep is `python benchmarks/opinfo.py` (minutes; see BENCHMARKS.md).
 """
 
 from __future__ import annotations
@@ -23,10 +22,6 @@ from torch.testing._internal.opinfo.core import SampleInput
 
 OPS = {opinfo_check.full_name(op): op for op in op_db}
 BAD = ("false-alarm", "crash", "harness")
-
-
-def known(reason: str) -> pytest.MarkDecorator:
-    return pytest.mark.xfail(strict=True, reason=f"issue 10, known: {reason}")
 
 
 AOT_EAGER = [
@@ -48,8 +43,8 @@ AOT_EAGER = [
     "nn.functional.cross_entropy",
     "linalg.svd",
     "narrow",  # a fallback verdict (data-dependent op), not a false alarm
-    pytest.param("sparse.mm.reduce", marks=known("sparse CSR input crashes clone_tree")),
-    pytest.param("sparse.sampled_addmm", marks=known("sparse CSR input crashes clone_tree")),
+    "sparse.mm.reduce",
+    "sparse.sampled_addmm",
 ]
 # One sample each: an Inductor compile costs seconds.
 INDUCTOR = ["add", "nn.functional.layer_norm"]
@@ -59,11 +54,8 @@ INDUCTOR = ["add", "nn.functional.layer_norm"]
 ERROR_INPUTS = [
     "index_select",
     "narrow_copy",  # #1 is a real divergence: eager RuntimeError, the meta kernel IndexError
-    pytest.param("cat", marks=known("wrapped exceptions: TorchRuntimeError around ValueError")),
-    pytest.param(
-        "nn.functional.l1_loss",
-        marks=known("wrapped exceptions: TorchRuntimeError around ValueError"),
-    ),
+    "cat",
+    "nn.functional.l1_loss",
 ]
 
 
@@ -96,7 +88,6 @@ def test_no_false_alarm_on_inductor(name: str) -> None:
     assert _bad_records(name, "inductor", samples=1) == []
 
 
-@known("non-finite values: eager's float16 gradient is +inf, float64's and Inductor's -inf")
 def test_no_false_alarm_where_eager_overflows_and_inductor_matches_float64() -> None:
     assert _bad_records("pow", "inductor", samples=1, kind="extremal", dtype=torch.float16) == []
 
@@ -110,7 +101,6 @@ def test_a_planted_wrong_output_is_a_divergence_not_a_false_alarm() -> None:
 BATCH_OF_ONE = SampleInput(torch.randn(1, 3), args=(None, None), kwargs={"training": True})
 
 
-@known("wrapped exceptions: compiled raises TorchRuntimeError around eager's ValueError")
 def test_no_false_alarm_when_compiled_wraps_eagers_exception() -> None:
     op = OPS["nn.functional.batch_norm"]
     record = opinfo_check.check_sample(op, 0, BATCH_OF_ONE, torch.float32, "cpu", "aot_eager")
