@@ -88,6 +88,14 @@ RANDOM_OPS = frozenset(
         "nn.functional.dropout3d",
         "nn.functional.feature_alpha_dropout.with_train",
         "nn.functional.rrelu",
+        # Uninitialised memory: torch 2.13's OpInfo marks these has_nondeterministic_output,
+        # torch 2.11's has no such attribute.
+        "empty",
+        "empty_like",
+        "empty_permuted",
+        "empty_strided",
+        "new_empty",
+        "new_empty_strided",
     }
 )
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
