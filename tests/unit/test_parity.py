@@ -900,3 +900,11 @@ def test_sensitivity_is_not_consulted_when_the_plain_check_passes() -> None:
     nudges = Counter(side(torch.zeros(4)))
     passes(side(torch.ones(4)), side(torch.ones(4)), perturbed=nudges)
     assert nudges.calls == 0
+
+
+def test_complex32_leaves_are_compared_without_torch_equal() -> None:
+    # torch.equal has no ComplexHalf kernel on the CPU: OpInfo's chalf() sample crashed the
+    # fast path ("equal_cpu" not implemented for 'ComplexHalf').
+    e = torch.ones(3, dtype=torch.complex32)
+    passes(side(e), side(e.clone()))
+    fails(r"values are not close", side(e), side(e * 2))
