@@ -1,8 +1,9 @@
 """What a parity check costs next to the check a careful user writes by hand.
 
-    python benchmarks/overhead.py --device cpu --backend aot_eager
-    python benchmarks/overhead.py --device cpu --backend inductor
+    python benchmarks/overhead.py --backend aot_eager --clock cpu      # CPU, on a busy machine
+    python benchmarks/overhead.py --backend inductor --clock cpu
     python benchmarks/overhead.py --device cuda --backend inductor     # adds the 1024-wide model
+    python benchmarks/overhead.py --profile --only MLP                 # cProfile per plugin function
     python benchmarks/overhead.py --startup                            # plugin start-up only
 
 The hand-written check deep-copies the model once and compiles the copy; each call then runs
@@ -10,7 +11,9 @@ eager forward + backward on the model, compiled forward + backward on the copy w
 cotangent, and `assert_close`s the output and every parameter's gradient. The plugin's check is
 one warm `compile_parity(model, x)` call (its checker, as the fixture hands it to a test). Both
 are timed interleaved, call by call, in one process, so a noisy machine slows both alike; the
-figure is the median of `--repeats` warm calls. Memory: on CUDA the peak allocated during one
+figure is the median of `--repeats` warm calls, in wall time or (`--clock cpu`) this process's
+CPU time. Under the table: leaves where the hand-written assert_close failed on this correct
+backend, and how often the plugin re-ran eager for one of its rules. Memory: on CUDA the peak allocated during one
 warm call above what was allocated before it (torch.cuda.max_memory_allocated); on CPU, where
 tracemalloc cannot see torch's allocator, the same peak and the bytes allocated, read from
 torch.profiler's allocation events. Results and what they mean: BENCHMARKS.md.
