@@ -1,8 +1,9 @@
 """What a parity check costs next to the check a careful user writes by hand.
 
-    python benchmarks/overhead.py --device cpu --backend aot_eager
-    python benchmarks/overhead.py --device cpu --backend inductor
+    python benchmarks/overhead.py --backend aot_eager --clock cpu      # CPU, on a busy machine
+    python benchmarks/overhead.py --backend inductor --clock cpu
     python benchmarks/overhead.py --device cuda --backend inductor     # adds the 1024-wide model
+    python benchmarks/overhead.py --profile --only MLP                 # cProfile per plugin function
     python benchmarks/overhead.py --startup                            # plugin start-up only
 
 The hand-written check deep-copies the model once and compiles the copy; each call then runs
@@ -10,7 +11,9 @@ eager forward + backward on the model, compiled forward + backward on the copy w
 cotangent, and `assert_close`s the output and every parameter's gradient. The plugin's check is
 one warm `compile_parity(model, x)` call (its checker, as the fixture hands it to a test). Both
 are timed interleaved, call by call, in one process, so a noisy machine slows both alike; the
-figure is the median of `--repeats` warm calls. Memory: on CUDA the peak allocated during one
+figure is the median of `--repeats` warm calls, in wall time or (`--clock cpu`) this process's
+CPU time. Under the table: leaves where the hand-written assert_close failed on this correct
+backend, and how often the plugin re-ran eager for one of its rules. Memory: on CUDA the peak allocated during one
 warm call above what was allocated before it (torch.cuda.max_memory_allocated); on CPU, where
 tracemalloc cannot see torch's allocator, the same peak and the bytes allocated, read from
 torch.profiler's allocation events. Results and what they mean: BENCHMARKS.md.
@@ -29,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -76,10 +80,18 @@ class Result:
     plugin_peak: int
     hand_allocated: int  # bytes allocated during the call (CPU only; -1 when not measured)
     plugin_allocated: int
+    alarms: list[str]  # leaves where the hand-written assert_close failed
+    reruns: int  # plugin calls that re-ran eager (float64 reference, nudge, second eager run)
 
 
-def _hand_written(model: nn.Module, x: torch.Tensor, backend: str) -> Callable[[], None]:
-    """The check without the plugin: one copy up front, then eager vs compiled per call."""
+def _hand_written(
+    model: nn.Module, x: torch.Tensor, backend: str, alarms: list[str]
+) -> Callable[[], None]:
+    """The check without the plugin: one copy up front, then eager vs compiled per call.
+
+    Where assert_close fails on a correct backend (float32 reduction order), the check goes on
+    and the leaf is added to `alarms`, so its cost is still measured and its false alarm shown.
+    """
     compiled_model = copy.deepcopy(model)
     compiled = torch.compile(compiled_model, backend=backend)
     eager_params = [p for p in model.parameters() if p.requires_grad]
@@ -93,21 +105,26 @@ def _hand_written(model: nn.Module, x: torch.Tensor, backend: str) -> Callable[[
         expected_grads = torch.autograd.grad(expected, eager_params, cotangent[0])
         actual = compiled(x)
         actual_grads = torch.autograd.grad(actual, compiled_params, cotangent[0])
-        torch.testing.assert_close(actual, expected)
-        for got, want in zip(actual_grads, expected_grads, strict=True):
-            torch.testing.assert_close(got, want)
+        names = ["output", *(f"grad {i}" for i in range(len(eager_params)))]
+        pairs = zip(names, (actual, *actual_grads), (expected, *expected_grads), strict=True)
+        for name, got, want in pairs:
+            try:
+                torch.testing.assert_close(got, want)
+            except AssertionError:
+                if name not in alarms:
+                    alarms.append(name)
 
     return check
 
 
-def _timed(call: Callable[[], object], cuda: bool) -> float:
+def _timed(call: Callable[[], object], cuda: bool, clock: Callable[[], float]) -> float:
     if cuda:
         torch.cuda.synchronize()
-    started = time.perf_counter()
+    started = clock()
     call()
     if cuda:
         torch.cuda.synchronize()
-    return time.perf_counter() - started
+    return clock() - started
 
 
 def _memory(call: Callable[[], object], cuda: bool) -> tuple[int, int]:
@@ -135,18 +152,29 @@ def _memory(call: Callable[[], object], cuda: bool) -> tuple[int, int]:
     return peak, allocated
 
 
-def measure(case: Case, backend: str, device: str, repeats: int) -> Result:
+def measure(
+    case: Case, backend: str, device: str, repeats: int, clock: Callable[[], float]
+) -> Result:
+    from pytest_torchcompile import runner
     from pytest_torchcompile.runner import Checker, isolated
     from pytest_torchcompile.settings import Settings
 
     cuda = device == "cuda"
+    sides = [0]  # _run_side calls: 2 per plugin call, more when it re-runs eager for a rule
+    run_side = runner._run_side
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        sides[0] += 1
+        return run_side(*args, **kwargs)
+
     torch.manual_seed(0)
     hand_model = case.make().to(device)
     plugin_model = copy.deepcopy(hand_model)
     x = torch.randn(case.shape, device=device)
     checker = Checker(Settings(backend=backend))
+    alarms: list[str] = []
     with isolated(checker.accountant):
-        hand = _hand_written(hand_model, x, backend)
+        hand = _hand_written(hand_model, x, backend, alarms)
 
         def plugin() -> None:
             checker(plugin_model, x)
@@ -155,9 +183,13 @@ def measure(case: Case, backend: str, device: str, repeats: int) -> Result:
             hand()
             plugin()
         hand_times, plugin_times = [], []
-        for _ in range(repeats):
-            hand_times.append(_timed(hand, cuda))
-            plugin_times.append(_timed(plugin, cuda))
+        runner._run_side = counted
+        try:
+            for _ in range(repeats):
+                hand_times.append(_timed(hand, cuda, clock))
+                plugin_times.append(_timed(plugin, cuda, clock))
+        finally:
+            runner._run_side = run_side
         hand_peak, hand_allocated = _memory(hand, cuda)
         plugin_peak, plugin_allocated = _memory(plugin, cuda)
     return Result(
@@ -167,6 +199,8 @@ def measure(case: Case, backend: str, device: str, repeats: int) -> Result:
         plugin_peak,
         hand_allocated,
         plugin_allocated,
+        alarms,
+        sides[0] - 2 * repeats,
     )
 
 
@@ -182,19 +216,22 @@ def run_overhead(options: argparse.Namespace) -> None:
     print(
         f"torch {torch.__version__}, Python {sys.version.split()[0]}, {options.device} ({where}), "
         f"backend {options.backend}, {torch.get_num_threads()} torch thread(s), plugin from "
-        f"{Path(pytest_torchcompile.__file__).parent}, median of {options.repeats} warm calls, interleaved"
+        f"{Path(pytest_torchcompile.__file__).parent}, {options.clock} time, median of "
+        f"{options.repeats} warm calls, interleaved"
     )
     memory = "peak CUDA memory" if cuda else "peak / allocated CPU memory (profiler)"
     print(
         f"| model | hand-written | plugin | ratio | fixed cost | {memory}: hand-written | plugin |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- |")
+    notes: list[str] = []
     for case in _cases():
         if case.cuda_only and not cuda:
             continue
         if options.only and options.only not in case.name:
             continue
-        r = measure(case, options.backend, options.device, options.repeats)
+        clock = time.process_time if options.clock == "cpu" else time.perf_counter
+        r = measure(case, options.backend, options.device, options.repeats, clock)
         if cuda:
             hand_mem, plugin_mem = _mib(r.hand_peak), _mib(r.plugin_peak)
         else:
@@ -206,6 +243,13 @@ def run_overhead(options: argparse.Namespace) -> None:
             f"{hand_mem} | {plugin_mem} |",
             flush=True,
         )
+        if r.alarms or r.reruns:
+            notes.append(
+                f"{case.name}: hand-written assert_close failed on {', '.join(r.alarms) or '-'}; "
+                f"the plugin re-ran eager {r.reruns} times in {options.repeats} calls"
+            )
+    for note in notes:
+        print(note)
 
 
 # --- where a plugin call's time goes ------------------------------------------------------------
@@ -345,6 +389,12 @@ def main() -> None:
         type=int,
         default=1,
         help="torch CPU threads (1: on a shared machine, spinning OpenMP threads dwarf the work)",
+    )
+    parser.add_argument(
+        "--clock",
+        choices=("wall", "cpu"),
+        default="wall",
+        help="cpu: this process's CPU time, steadier than wall time on a busy machine (CPU only)",
     )
     parser.add_argument("--only", default="", help="run the models whose name contains this")
     parser.add_argument("--startup", action="store_true", help="measure plugin start-up only")

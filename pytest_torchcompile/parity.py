@@ -754,12 +754,18 @@ def _plainly_close(c: Tensor, e: Tensor, rtol: float, atol: float) -> tuple[floa
         return None
     verdicts = []
     for _, (x, y) in _chunks(c, e):
+        # In place where a temporary is the checker's own, so at most three chunk-sized
+        # float64 temporaries are alive at once.
         xw, yw = _widen(x, x.device), _widen(y, x.device)
-        diff = (xw - yw).abs()
-        magnitude = yw.abs()
-        far = ~(diff <= atol + rtol * magnitude).all()
-        rel = torch.where(magnitude > 0, diff / magnitude, 0.0)
-        verdicts.append(torch.stack([far.to(diff.dtype), diff.amax(), rel.amax()]))
+        diff = xw - yw
+        diff = diff.abs() if diff.is_complex() else diff.abs_()
+        del xw
+        magnitude = yw.abs_() if yw is not y and not yw.is_complex() else yw.abs()
+        del yw
+        far = ~(diff <= magnitude.mul(rtol).add_(atol)).all()
+        max_abs = diff.amax()
+        rel = diff.div_(magnitude).masked_fill_(magnitude == 0, 0.0)
+        verdicts.append(torch.stack([far.to(rel.dtype), max_abs, rel.amax()]))
     far, max_abs, max_rel = torch.stack(verdicts).amax(0).tolist()
     # A NaN or infinity on either side makes some diff NaN or inf, and so max_abs.
     if far or not math.isfinite(max_abs):

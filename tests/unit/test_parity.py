@@ -463,10 +463,13 @@ def test_the_fast_path_settles_a_leaf_exactly_as_the_scan_would(
             st.sampled_from([float("nan"), float("inf"), 1e3])
         )
     rtol, atol = OPTIONS.tolerances(e.dtype)
+    e_before, c_before = e.clone(), c.clone()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(parity, "_CHUNK", chunk)
         fast = parity._plainly_close(c, e, rtol, atol)
         scan = parity._scan(c, e, rtol, atol)
+    for leaf, before in ((e, e_before), (c, c_before)):  # it works in place on its own copies only
+        torch.testing.assert_close(leaf, before, rtol=0, atol=0, equal_nan=True)
     all_finite = bool(e.isfinite().all() and c.isfinite().all())
     assert (fast is not None) == (scan.mismatched == 0 and (all_finite or torch.equal(c, e)))
     if fast is not None:
