@@ -314,7 +314,7 @@ def _record(item: pytest.Item, checker: Any, verdict: str) -> ParityRecord:
     settings: Settings = checker.settings
     return ParityRecord(
         nodeid=item.nodeid,
-        device=",".join(checker.devices_seen),
+        device=",".join(checker.devices_seen) or "none",  # none: no call was checked
         backend=settings.backend,
         mode=settings.mode,
         dynamic=settings.dynamic,

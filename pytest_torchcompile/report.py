@@ -274,6 +274,8 @@ def _test_entry(
             for e in record["largest_errors"]
         ],
     }
+    if "module_calls" in record:
+        entry["module_calls"] = [dict(c) for c in record["module_calls"]]
     if budget_verdicts is not None:
         verdict = budget_verdicts.get(record["nodeid"])
         entry["budget"] = None

@@ -276,3 +276,30 @@ def test_the_summary_survives_xdist(pytester, monkeypatch):
     result.stdout.fnmatch_lines(
         ["*intercepted module calls in 2 test(s): 0 checked, 2 diverged, 0 skipped"]
     )
+
+
+def test_the_json_report_lists_module_calls_and_validates(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        def test_skipped_only():
+            with pytest.raises(RuntimeError):
+                torch.nn.Linear(3, 3)(torch.ones(2, 4))
+
+        def test_checked():
+            torch.nn.Linear(3, 3)(torch.ones(2, 3))
+        """
+    )
+    from tests.plugin.test_report import REPORT, load_report
+
+    result = _run(pytester, "--compile-backend=aot_eager", f"--compile-report={REPORT}")
+    result.assert_outcomes(passed=2)
+    tests = load_report(pytester)["tests"]  # validated against the schema
+    skipped = tests["test_the_json_report_lists_module_calls_and_validates.py::test_skipped_only"]
+    assert skipped["device"] == "none"
+    assert [c["outcome"] for c in skipped["module_calls"]] == ["skipped"]
+    checked = tests["test_the_json_report_lists_module_calls_and_validates.py::test_checked"]
+    assert checked["module_calls"] == [
+        {"module": "torch.nn.modules.linear.Linear", "outcome": "checked", "reason": "", "calls": 1}
+    ]
