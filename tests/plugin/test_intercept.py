@@ -303,3 +303,18 @@ def test_the_json_report_lists_module_calls_and_validates(pytester):
     assert checked["module_calls"] == [
         {"module": "torch.nn.modules.linear.Linear", "outcome": "checked", "reason": "", "calls": 1}
     ]
+
+
+def test_cuda_calls_are_checked(pytester):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device is visible")
+    pytester.makepyfile(
+        test_suite=SUITE.replace("Net()", "Net().cuda()")
+        .replace("torch.randn(5, 4)", "torch.randn(5, 4, device='cuda')")
+        .replace("torch.randn(3, 4)", "torch.randn(3, 4, device='cuda')")
+    )
+    _run(pytester, "--compile-backend=inductor").assert_outcomes(passed=2)
+    failed = _run(pytester, "--compile-backend=planted:corrupt_output")
+    failed.assert_outcomes(failed=2)
+    failed.stdout.fnmatch_lines(["*module call 1 (test_suite.Net), differing at output*"])
