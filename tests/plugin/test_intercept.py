@@ -318,3 +318,22 @@ def test_cuda_calls_are_checked(pytester):
     failed = _run(pytester, "--compile-backend=planted:corrupt_output")
     failed.assert_outcomes(failed=2)
     failed.stdout.fnmatch_lines(["*module call 1 (test_suite.Net), differing at output*"])
+
+
+def test_hypothesis_tests_are_intercepted_without_deadline_failures(hypothesis_pytester):
+    hypothesis_pytester.makepyfile(
+        """
+        import torch
+        from hypothesis import given, settings, strategies as st
+
+        @settings(deadline=50)
+        @given(n=st.integers(1, 4))
+        def test_rows(n):
+            assert torch.nn.Linear(3, 3)(torch.ones(n, 3)).shape == (n, 3)
+        """
+    )
+    result = _run(
+        hypothesis_pytester, "--compile-backend=aot_eager", "--hypothesis-profile=parity-few"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*intercepted module calls in 1 test(s): * 0 diverged*"])
