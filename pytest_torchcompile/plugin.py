@@ -9,7 +9,7 @@ import sys
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -44,6 +44,9 @@ from pytest_torchcompile.settings import (
     marker_settings,
     session_from_config,
 )
+
+if TYPE_CHECKING:
+    from pytest_torchcompile.intercept import Interceptor
 
 __all__ = ["compile_parity", "device"]
 
@@ -237,7 +240,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
     _finish(item, check=True, interceptor=interceptor)
 
 
-def _interceptor(item: pytest.Item) -> Any:
+def _interceptor(item: pytest.Item) -> Interceptor | None:
     """The Interceptor for a test that does not use the checker, where the mode asks for one."""
     session = item.config.stash[SESSION_KEY]
     if "compile_parity" in getattr(item, "fixturenames", ()):
@@ -246,12 +249,8 @@ def _interceptor(item: pytest.Item) -> Any:
         return None
     from pytest_torchcompile.intercept import Interceptor, Selection
 
-    try:
-        settings = item.stash.get(SETTINGS_KEY, None) or _test_settings(
-            item.config, item, item.name
-        )
-    except SettingError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    # A marked test's settings were resolved (and validated) at collection.
+    settings = item.stash.get(SETTINGS_KEY, None) or item.config.stash[SESSION_TEST_SETTINGS]
     selection = Selection(
         include=session.parity_include,
         exclude=session.parity_exclude,
@@ -260,7 +259,7 @@ def _interceptor(item: pytest.Item) -> Any:
     return Interceptor(settings, selection, item.config.stash[RUN_KEY].checked_calls)
 
 
-def _finish(item: pytest.Item, check: bool, interceptor: Any = None) -> None:
+def _finish(item: pytest.Item, check: bool, interceptor: Interceptor | None = None) -> None:
     """Record what the test's checker saw; with `check`, also enforce budgets and misuse."""
     __tracebackhide__ = True
     checker = interceptor.checker if interceptor is not None else item.stash.get(CHECKER_KEY, None)
