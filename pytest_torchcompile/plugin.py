@@ -9,7 +9,7 @@ import sys
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -45,6 +45,9 @@ from pytest_torchcompile.settings import (
     marker_settings,
     session_from_config,
 )
+
+if TYPE_CHECKING:
+    from pytest_torchcompile.intercept import Interceptor
 
 __all__ = ["compile_parity", "device"]
 
@@ -282,7 +285,7 @@ def _parity_failure(exc: BaseException) -> bool:
     return isinstance(exc, ParityError)
 
 
-def _interceptor(item: pytest.Item) -> Any:
+def _interceptor(item: pytest.Item) -> Interceptor | None:
     """The Interceptor for a test that does not use the checker, where the mode asks for one."""
     session = item.config.stash[SESSION_KEY]
     if "compile_parity" in getattr(item, "fixturenames", ()):
@@ -291,12 +294,8 @@ def _interceptor(item: pytest.Item) -> Any:
         return None
     from pytest_torchcompile.intercept import Interceptor, Selection
 
-    try:
-        settings = item.stash.get(SETTINGS_KEY, None) or _test_settings(
-            item.config, item, item.name
-        )
-    except SettingError as exc:
-        raise pytest.UsageError(str(exc)) from None
+    # A marked test's settings were resolved (and validated) at collection.
+    settings = item.stash.get(SETTINGS_KEY, None) or item.config.stash[SESSION_TEST_SETTINGS]
     selection = Selection(
         include=session.parity_include,
         exclude=session.parity_exclude,
@@ -305,7 +304,7 @@ def _interceptor(item: pytest.Item) -> Any:
     return Interceptor(settings, selection, item.config.stash[RUN_KEY].checked_calls)
 
 
-def _finish(item: pytest.Item, check: bool, interceptor: Any = None) -> None:
+def _finish(item: pytest.Item, check: bool, interceptor: Interceptor | None = None) -> None:
     """Record what the test's checker saw; with `check`, also enforce budgets and misuse."""
     __tracebackhide__ = True
     checker = interceptor.checker if interceptor is not None else item.stash.get(CHECKER_KEY, None)
@@ -359,7 +358,7 @@ def _record(item: pytest.Item, checker: Any, verdict: str) -> ParityRecord:
     settings: Settings = checker.settings
     return ParityRecord(
         nodeid=item.nodeid,
-        device=",".join(checker.devices_seen),
+        device=",".join(checker.devices_seen) or "none",  # none: no call was checked
         backend=settings.backend,
         mode=settings.mode,
         dynamic=settings.dynamic,

@@ -296,6 +296,8 @@ def _test_entry(
     for key in _TRIAGE_KEYS:
         if key in record:
             entry[key] = record[key]  # type: ignore[literal-required]
+    if "module_calls" in record:
+        entry["module_calls"] = [dict(c) for c in record["module_calls"]]
     if budget_verdicts is not None:
         verdict = budget_verdicts.get(record["nodeid"])
         entry["budget"] = None

@@ -276,3 +276,64 @@ def test_the_summary_survives_xdist(pytester, monkeypatch):
     result.stdout.fnmatch_lines(
         ["*intercepted module calls in 2 test(s): 0 checked, 2 diverged, 0 skipped"]
     )
+
+
+def test_the_json_report_lists_module_calls_and_validates(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        def test_skipped_only():
+            with pytest.raises(RuntimeError):
+                torch.nn.Linear(3, 3)(torch.ones(2, 4))
+
+        def test_checked():
+            torch.nn.Linear(3, 3)(torch.ones(2, 3))
+        """
+    )
+    from tests.plugin.test_report import REPORT, load_report
+
+    result = _run(pytester, "--compile-backend=aot_eager", f"--compile-report={REPORT}")
+    result.assert_outcomes(passed=2)
+    tests = load_report(pytester)["tests"]  # validated against the schema
+    skipped = tests["test_the_json_report_lists_module_calls_and_validates.py::test_skipped_only"]
+    assert skipped["device"] == "none"
+    assert [c["outcome"] for c in skipped["module_calls"]] == ["skipped"]
+    checked = tests["test_the_json_report_lists_module_calls_and_validates.py::test_checked"]
+    assert checked["module_calls"] == [
+        {"module": "torch.nn.modules.linear.Linear", "outcome": "checked", "reason": "", "calls": 1}
+    ]
+
+
+def test_cuda_calls_are_checked(pytester):
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device is visible")
+    pytester.makepyfile(
+        test_suite=SUITE.replace("Net()", "Net().cuda()")
+        .replace("torch.randn(5, 4)", "torch.randn(5, 4, device='cuda')")
+        .replace("torch.randn(3, 4)", "torch.randn(3, 4, device='cuda')")
+    )
+    _run(pytester, "--compile-backend=inductor").assert_outcomes(passed=2)
+    failed = _run(pytester, "--compile-backend=planted:corrupt_output")
+    failed.assert_outcomes(failed=2)
+    failed.stdout.fnmatch_lines(["*module call 1 (test_suite.Net), differing at output*"])
+
+
+def test_hypothesis_tests_are_intercepted_without_deadline_failures(hypothesis_pytester):
+    hypothesis_pytester.makepyfile(
+        """
+        import torch
+        from hypothesis import given, settings, strategies as st
+
+        @settings(deadline=50)
+        @given(n=st.integers(1, 4))
+        def test_rows(n):
+            assert torch.nn.Linear(3, 3)(torch.ones(n, 3)).shape == (n, 3)
+        """
+    )
+    result = _run(
+        hypothesis_pytester, "--compile-backend=aot_eager", "--hypothesis-profile=parity-few"
+    )
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*intercepted module calls in 1 test(s): * 0 diverged*"])
