@@ -105,6 +105,23 @@ _PLUGIN_DIR = str(Path(__import__("pytest_torchcompile").__file__).parent)
 _WRAPPERS = ("torch._dynamo", "torch._inductor")
 
 
+def load_op_db() -> tuple[list[Any], type]:
+    """torch's OpInfo database and its SampleInput class, leaving Hypothesis as it was.
+
+    Importing torch.testing._internal loads torch's own Hypothesis profile ("dev": 10 examples)
+    for the whole process; in a test run that would quietly shrink every later @given test.
+    """
+    from hypothesis import settings
+
+    profile = settings.get_current_profile_name()
+    try:
+        from torch.testing._internal.common_methods_invocations import op_db
+        from torch.testing._internal.opinfo.core import SampleInput
+    finally:
+        settings.load_profile(profile)
+    return op_db, SampleInput
+
+
 @dataclass
 class Record:
     """One sample's outcome: what ran, the class, and a one-line reason."""
