@@ -64,6 +64,26 @@ def patched_configs(dynamo: dict[str, Any], inductor: dict[str, Any]) -> Iterato
         yield
 
 
+@contextmanager
+def structured_trace_contained() -> Iterator[None]:
+    """Keep Dynamo's structured-trace records (logger "torch.__trace") out of the root logger.
+
+    They are meant for TORCH_TRACE's own handler. torch 2.11 lets them propagate, so pytest's
+    log capture filled each failing test's report with hundreds of empty DEBUG records; torch
+    2.13 no longer propagates them. Handlers on the logger itself (TORCH_TRACE, the artifacts
+    of triage) still get every record.
+    """
+    import logging
+
+    trace = logging.getLogger("torch.__trace")
+    propagate = trace.propagate
+    trace.propagate = False
+    try:
+        yield
+    finally:
+        trace.propagate = propagate
+
+
 def config_snapshot() -> tuple[dict[str, Any], dict[str, Any]]:
     """Dynamo and Inductor configs as they are now, to restore after a test changed them."""
     import torch._dynamo.config as dynamo_config

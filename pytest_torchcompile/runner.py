@@ -1022,7 +1022,10 @@ def isolated(accountant: Accountant) -> Iterator[None]:
     default_dtype = torch.get_default_dtype()
     _compat.reset_dynamo()
     try:
-        with _compat.patched_configs(accountant.dynamo_settings(), {"fallback_random": True}):
+        with (
+            _compat.patched_configs(accountant.dynamo_settings(), {"fallback_random": True}),
+            _compat.structured_trace_contained(),
+        ):
             yield
     finally:
         _compat.reset_dynamo()

@@ -2,7 +2,8 @@
 
 torch's structured trace (the `torch.__trace` logger behind TORCH_TRACE and tlparse) logs an
 empty DEBUG record for every compile event; when anything lets those reach pytest's log capture,
-each failure drowns in hundreds of them.
+each failure drowns in hundreds of them. torch 2.11 lets them propagate to the root logger
+(2.13 does not); the tests set that up explicitly, so they exercise the fix on either release.
 """
 
 from __future__ import annotations
@@ -27,11 +28,12 @@ def test_model(compile_parity):
 
 @pytest.fixture(params=[False, True], ids=["no trace", "structured trace on"])
 def structured_trace(request: pytest.FixtureRequest) -> Iterator[list[logging.LogRecord] | None]:
-    """With the param on, a handler on torch's trace logger, as TORCH_TRACE installs one: torch
-    then really emits its trace records (without one it skips them). Yields what it received."""
-    if not request.param:
-        yield None
-        return
+    """torch's trace logger propagating, as on torch 2.11; with the param on, also a handler on
+    it, as TORCH_TRACE installs one: torch then really emits its trace records (without one,
+    2.13 skips them). Yields what the handler received."""
+    trace, parent = logging.getLogger("torch.__trace"), logging.getLogger("torch")
+    propagate = trace.propagate, parent.propagate
+    trace.propagate = parent.propagate = True
     received: list[logging.LogRecord] = []
 
     class Trace(logging.Handler):
@@ -39,10 +41,11 @@ def structured_trace(request: pytest.FixtureRequest) -> Iterator[list[logging.Lo
             received.append(record)
 
     handler = Trace()
-    trace = logging.getLogger("torch.__trace")
-    trace.addHandler(handler)
-    yield received
+    if request.param:
+        trace.addHandler(handler)
+    yield received if request.param else None
     trace.removeHandler(handler)
+    trace.propagate, parent.propagate = propagate
 
 
 @pytest.mark.parametrize("level", [[], ["--log-level=DEBUG"]], ids=["default", "DEBUG"])
