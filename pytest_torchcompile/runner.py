@@ -1020,18 +1020,16 @@ def isolated(accountant: Accountant) -> Iterator[None]:
     snapshot = _compat.config_snapshot()
     grad_enabled = torch.is_grad_enabled()
     default_dtype = torch.get_default_dtype()
-    _compat.reset_dynamo()
-    try:
-        with (
-            _compat.patched_configs(accountant.dynamo_settings(), {"fallback_random": True}),
-            _compat.structured_trace_contained(),
-        ):
-            yield
-    finally:
+    with _compat.structured_trace_contained():  # Dynamo's reset logs trace records too
         _compat.reset_dynamo()
-        _compat.config_restore(snapshot)
-        torch.set_grad_enabled(grad_enabled)
-        torch.set_default_dtype(default_dtype)
+        try:
+            with _compat.patched_configs(accountant.dynamo_settings(), {"fallback_random": True}):
+                yield
+        finally:
+            _compat.reset_dynamo()
+            _compat.config_restore(snapshot)
+            torch.set_grad_enabled(grad_enabled)
+            torch.set_default_dtype(default_dtype)
 
 
 def assert_compile_parity(
