@@ -78,6 +78,10 @@ _CHUNK = 1 << 22  # elements per float64 working chunk (32 MiB per temporary)
 _EXCEPTION_TEXT_LIMIT = 2000
 
 
+class RerunUnavailable(Exception):
+    """A re-run could not be built faithfully; it says nothing about eager or the compiler."""
+
+
 @dataclass
 class SideResult:
     """What one side (eager, compiled, or the float64 reference) produced in one checker call."""
@@ -342,7 +346,14 @@ class _Comparer:
         scan = _scan(c, e, rtol, atol)
         verdict, reference_lines, note = scan, list[str](), ""
         rules = self.reference.given or self.perturbed.given
-        if scan.mismatched and rules and _is_inexact(e) and not self._rerun_differs(name, e):
+        differs = (
+            self._rerun_differs(name, e) if scan.mismatched and rules and _is_inexact(e) else ""
+        )
+        if differs.startswith("no faithful re-run"):
+            reference_lines.append(
+                f"  Not judged by the float64 reference or eager's sensitivity: {differs}."
+            )
+        if scan.mismatched and rules and _is_inexact(e) and not differs:
             if self.reference.given:
                 verdict, reference_lines = self._judge_by_reference(name, e, c, rtol, atol, scan)
             if (
@@ -464,6 +475,8 @@ class _Comparer:
     def _nondeterminism(self, name: str, eager_value: Any, section: str) -> str:
         """A note when a plain eager re-run does not reproduce the first at this leaf, else ""."""
         again = self.eager_again.result()
+        if isinstance(again.exception, RerunUnavailable):
+            return ""  # no faithful re-run: nothing is known about eager's determinism
         if section == "exception":
             if type(again.exception) is type(eager_value):
                 return ""
@@ -506,6 +519,8 @@ class _Comparer:
         if not self.eager_again.given:
             return ""
         again = self.eager_again.result()
+        if isinstance(again.exception, RerunUnavailable):
+            return f"no faithful re-run: {again.exception}"
         if again.exception is not None:
             return f"a second eager run raised {_exc_text(again.exception)}"
         found, value = self.eager_again.get(name)

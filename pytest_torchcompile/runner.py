@@ -158,7 +158,7 @@ def _children_of(value: Any) -> list[tuple[str, Any]] | None:
     return None
 
 
-class Unfaithful(Exception):
+class Unfaithful(parity.RerunUnavailable):
     """A re-run could not rebuild the call exactly, so the rule that needed it is not applied."""
 
 

@@ -911,3 +911,27 @@ def test_complex32_leaves_are_compared_without_torch_equal() -> None:
     e = torch.ones(3, dtype=torch.complex32)
     passes(side(e), side(e.clone()))
     fails(r"values are not close", side(e), side(e * 2))
+
+
+def test_a_rerun_that_cannot_be_built_is_no_evidence_of_nondeterminism() -> None:
+    # A training step that crashed only when compiled: eager changed the parameters in place
+    # where compiled did not, so no faithful re-run exists. That says nothing about eager.
+    def unavailable() -> SideResult:
+        raise parity.RerunUnavailable("eager changed parameter 'w' in place")
+
+    message = fails(
+        r"exception: eager returned normally",
+        side(torch.ones(1)),
+        side(exception=RuntimeError("compile crashed")),
+        eager_again=unavailable,
+    )
+    assert "nondeterministic" not in message
+    message = fails(
+        r"Not judged by the float64 reference or eager's sensitivity: no faithful re-run: "
+        r"eager changed parameter 'w' in place",
+        side(torch.ones(2)),
+        side(torch.ones(2) * 3),
+        reference=lambda: side(torch.ones(2, dtype=torch.float64)),
+        eager_again=unavailable,
+    )
+    assert "nondeterministic" not in message and "Judged against" not in message
