@@ -958,6 +958,9 @@ class Checker:
         lines: list[str] = []
         owners: dict[int, str] = {}  # storage address -> the first input on it
         for name, value in _named_inputs(args, kwargs):
+            if isinstance(value, (bool, int, float, complex, str)):
+                lines.append(f"  {name}: {type(value).__name__} {value!r}")  # a stale scalar?
+                continue
             if not isinstance(value, torch.Tensor):
                 continue
             line = f"  {name}: {describe(value)}"

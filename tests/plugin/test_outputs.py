@@ -84,3 +84,19 @@ def test_result_object_exposes_both_outputs_and_errors(pytester):
         """
     )
     pytester.runpytest("--compile-backend=aot_eager").assert_outcomes(passed=1)
+
+
+def test_the_failure_lists_python_scalar_inputs_too(pytester):
+    # A stale Python float (pytorch/pytorch#197889) is the input that matters; list it.
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.compile_parity
+        def test_it(compile_parity):
+            compile_parity(lambda x, s: x * s, torch.ones(4), 1.5)
+        """
+    )
+    result = pytester.runpytest("--compile-backend=planted:corrupt_output")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Inputs:", "*input 0: float32[[]4[]]*", "*input 1: float 1.5"])
