@@ -70,6 +70,7 @@ def pytest_command(files: Sequence[Path], backend: str, seed: int) -> list[str]:
         f"--compile-backend={backend}",
         "--hypothesis-profile=zoo",
         f"--hypothesis-seed={seed}",
+        "--compile-bisect=off",  # suites that fail on purpose need no stage bisect each
         "-q",
         "-p",
         "no:cacheprovider",
