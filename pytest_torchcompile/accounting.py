@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import os
 import re
-import sysconfig
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import _compat
+from pytest_torchcompile import _compat, _paths
 from pytest_torchcompile.errors import (
     EagerFallbackError,
     GraphBreakBudgetExceeded,
@@ -53,14 +52,6 @@ _COMPILE_ID_PREFIX = re.compile(r"^\s*\[?!?[\d/]+\]?:\s*")
 _DEVICE_KEYS = frozenset(
     {"CPU", "CUDA", "HIP", "XLA", "MPS", "IPU", "XPU", "HPU", "VE", "Lazy", "Meta", "MTIA"}
     | {"PrivateUse1", "PrivateUse2", "PrivateUse3"}
-)
-_NOT_USER_DIRS = tuple(
-    os.path.join(os.path.realpath(path), "")
-    for path in (
-        os.path.dirname(torch.__file__),
-        sysconfig.get_paths()["stdlib"],
-        sysconfig.get_paths()["platstdlib"],
-    )
 )
 
 # A break's identity: (frame id, user stack as (file, line) outermost first, column of the
@@ -364,7 +355,7 @@ def _path(filename: str) -> str:
 
 
 def _is_user_file(filename: str) -> bool:
-    return not os.path.realpath(filename).startswith(_NOT_USER_DIRS)
+    return not _paths.is_under(filename, _paths.TORCH_AND_STDLIB)
 
 
 def _module_label(module: torch.nn.Module) -> str:

@@ -18,26 +18,17 @@ from __future__ import annotations
 
 import copy
 import inspect
-import os
-import sysconfig
 import types
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
+from pytest_torchcompile import _paths
+
 _CONTAINERS = (list, dict, set)
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 _DEPTH = 3  # functions and classes followed from the callable
-_NOT_USER_DIRS = tuple(
-    os.path.join(os.path.realpath(path), "")
-    for path in (
-        os.path.dirname(torch.__file__),
-        sysconfig.get_paths()["stdlib"],
-        sysconfig.get_paths()["purelib"],
-        os.path.dirname(__file__),  # the plugin itself
-    )
-)
 
 
 def is_plain(value: Any, depth: int = 0) -> bool:
@@ -155,4 +146,4 @@ def _names(code: types.CodeType) -> Iterator[str]:
 
 
 def _is_user_file(filename: str) -> bool:
-    return not os.path.realpath(filename).startswith(_NOT_USER_DIRS)
+    return not _paths.is_under(filename, _paths.TORCH_AND_STDLIB + _paths.INSTALLED)
