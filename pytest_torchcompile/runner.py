@@ -902,6 +902,11 @@ class Checker:
             from hypothesis import reject
 
             self.rejected += 1
+            note = (
+                f"{self.rejected} example(s) rejected: eager raised on them (reject_eager_errors)"
+            )
+            self.notes = [n for n in self.notes if not n.endswith("(reject_eager_errors)")]
+            self.notes.append(note)
             reject()
         source = self.settings.source("reject_eager_errors")
         lines = [

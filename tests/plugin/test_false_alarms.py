@@ -67,8 +67,11 @@ def test_an_input_eager_rejects_says_so_and_can_be_rejected(pytester):
             compile_parity(bump, x)
         """
     )
-    result = pytester.runpytest("--compile-backend=aot_eager")
+    result = pytester.runpytest("--compile-backend=aot_eager", "-rA")
     result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        ["*example(s) rejected: eager raised on them (reject_eager_errors)"]
+    )
     result.stdout.fnmatch_lines(
         [
             "*RuntimeError: unsupported operation: more than one element of the written-to*",
