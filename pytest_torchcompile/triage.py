@@ -35,7 +35,7 @@ import torch
 
 from pytest_torchcompile import __version__, _compat
 from pytest_torchcompile.errors import ParityError
-from pytest_torchcompile.runner import Checker, _RngState, clone_tree, isolated
+from pytest_torchcompile.runner import Checker, _leaves, _RngState, clone_tree, isolated
 from pytest_torchcompile.settings import MARKER_KEYS, Settings, apply
 
 # The stages before the configured backend, each adding one layer of the stack.
@@ -119,14 +119,8 @@ class Recorder:
 
 
 def _modules_in(tree: Any) -> Iterator[torch.nn.Module]:
-    if isinstance(tree, torch.nn.Module):
-        yield tree
-    elif isinstance(tree, (tuple, list)):
-        for item in tree:
-            yield from _modules_in(item)
-    elif isinstance(tree, dict):
-        for item in tree.values():
-            yield from _modules_in(item)
+    """The modules among a call's callable and inputs, found as the checker finds them."""
+    return (leaf for leaf in _leaves(tree) if isinstance(leaf, torch.nn.Module))
 
 
 # --- replaying ------------------------------------------------------------------------------------
