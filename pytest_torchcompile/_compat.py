@@ -66,22 +66,35 @@ def patched_configs(dynamo: dict[str, Any], inductor: dict[str, Any]) -> Iterato
 
 @contextmanager
 def structured_trace_contained() -> Iterator[None]:
-    """Keep Dynamo's structured-trace records (logger "torch.__trace") out of the root logger.
+    """Keep Dynamo's structured-trace records (logger "torch.__trace") out of pytest's log capture.
 
-    They are meant for TORCH_TRACE's own handler. torch 2.11 lets them propagate, so pytest's
-    log capture filled each failing test's report with hundreds of empty DEBUG records; torch
-    2.13 no longer propagates them. Handlers on the logger itself (TORCH_TRACE, the artifacts
-    of triage) still get every record.
+    They are meant for TORCH_TRACE's own handler: every compile event logs an empty DEBUG record,
+    hundreds per failing test. They reach the capture two ways: by propagating to the root logger
+    (torch 2.11 leaves the logger propagating until its logging is configured), and, since pytest
+    9.1, through pytest's capture handlers, which each test phase attaches to every logger that
+    does not propagate. So the logger stops propagating, and the catch-all handlers (those on the
+    root logger: pytest's, or a user's) drop its records; pytest reuses those handler objects in
+    every phase of a test. Handlers of the logger's own (TORCH_TRACE's, triage's artifacts) still
+    get every record.
     """
     import logging
 
     trace = logging.getLogger("torch.__trace")
+
+    def drop(record: logging.LogRecord) -> bool:
+        return record.name != trace.name
+
+    catch_all = list(logging.getLogger().handlers)
     propagate = trace.propagate
     trace.propagate = False
+    for handler in catch_all:
+        handler.addFilter(drop)
     try:
         yield
     finally:
         trace.propagate = propagate
+        for handler in catch_all:
+            handler.removeFilter(drop)
 
 
 def config_snapshot() -> tuple[dict[str, Any], dict[str, Any]]:
