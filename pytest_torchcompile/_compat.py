@@ -584,3 +584,19 @@ def compiler_bisect(passes: Callable[[str], bool]) -> str | None:
     if result.debug_info:
         found += f" ({' '.join(str(result.debug_info).split())[:300]})"
     return found
+
+
+def dispatch_mode_base() -> type[Any]:
+    """torch's TorchDispatchMode (in a private module), for modes that see every ATen call."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode
+
+
+def computes(func: Any) -> bool:
+    """Whether ATen overload `func` computes new values: not a view, not an in-place or out= op.
+
+    Views alias their input and compute nothing; ops that write into an argument return it, so
+    their result cannot be replaced by another tensor.
+    """
+    return all(ret.alias_info is None for ret in func._schema.returns)

@@ -29,6 +29,7 @@ from pytest_torchcompile.errors import (
     UncopyableInputError,
 )
 from pytest_torchcompile.records import CompileCounts, LeafError
+from pytest_torchcompile.rounding import RoundingNoise
 from pytest_torchcompile.settings import Settings, apply, load_backend_callable
 
 COTANGENT_SEED = 20240613  # fixed, so eager and compiled backward get the same cotangents
@@ -756,7 +757,9 @@ class Checker:
         left_by_eager = shared.snapshot()
         moved = watch.changed(*snapshot_of) if pristine is None else []
 
-        def rerun(copier: Callable[[Any], Any]) -> Callable[[], parity.SideResult]:
+        def rerun(
+            copier: Callable[[Any], Any], around: Callable[[], Any] = _nothing
+        ) -> Callable[[], parity.SideResult]:
             def run() -> parity.SideResult:
                 if moved:
                     raise Unfaithful(
@@ -772,7 +775,7 @@ class Checker:
                 try:
                     likes = [o.dtype for o in _differentiable_outputs(eager_result.output)]
                     side = _Side(call, ref_module, ref_args, ref_kwargs, likes)
-                    return _run_side(side, backward, _nothing)
+                    return _run_side(side, backward, around)
                 finally:
                     after_eager.restore()
                     shared.restore(left_by_eager)
@@ -790,7 +793,7 @@ class Checker:
             ),
             reference=rerun(upcast_tree),
             eager_again=rerun(clone_tree),
-            perturbed=rerun(nudged_tree),
+            perturbed=rerun(nudged_tree, lambda: RoundingNoise(COTANGENT_SEED)),
         )
         self.last_report = report
         errors = self._record_errors(report)

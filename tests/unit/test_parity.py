@@ -883,7 +883,7 @@ def test_differences_beyond_eager_sensitivity_fail_and_say_both_distances() -> N
         side(grads={"g": compiled}),
         perturbed=lambda: side(grads={"g": barely_nudged}),
     )
-    assert "Judged by eager's own sensitivity" in message
+    assert "Judged by eager's rounding noise" in message
     assert "allowed: 3 *" in message
 
 
@@ -927,7 +927,7 @@ def test_a_rerun_that_cannot_be_built_is_no_evidence_of_nondeterminism() -> None
     )
     assert "nondeterministic" not in message
     message = fails(
-        r"Not judged by the float64 reference or eager's sensitivity: no faithful re-run: "
+        r"Not judged by the float64 reference or eager's rounding noise: no faithful re-run: "
         r"eager changed parameter 'w' in place",
         side(torch.ones(2)),
         side(torch.ones(2) * 3),

@@ -1,0 +1,59 @@
+"""The rounding-noise mode behind the last parity rule: rounding-level, value-determined, sound."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from pytest_torchcompile.rounding import RoundingNoise
+
+
+def _under_noise(seed: int, fn, *args):  # type: ignore[no-untyped-def]
+    with RoundingNoise(seed):
+        return fn(*args)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
+def test_results_move_to_a_neighbouring_value_at_most_and_some_move(dtype: torch.dtype) -> None:
+    x = torch.linspace(-3, 3, 4001, dtype=torch.float64).to(dtype)
+    plain = torch.exp(x)
+    noisy = _under_noise(0, torch.exp, x)
+    one_ulp = plain.double().abs() * torch.finfo(dtype).eps  # the spacing is at most this
+    assert bool(((noisy.double() - plain.double()).abs() <= one_ulp).all())
+    assert 0.1 < float((noisy != plain).double().mean()) < 0.9
+
+
+def test_equal_values_move_alike_as_rounding_moves_them() -> None:
+    constant = torch.full((1000,), 0.0378, dtype=torch.bfloat16)
+    noisy = _under_noise(3, torch.mul, constant, 1.7)
+    assert bool((noisy == noisy[0]).all())  # a constant image stays constant
+
+
+def test_the_noise_is_deterministic_per_seed() -> None:
+    x = torch.randn(256, generator=torch.Generator().manual_seed(0))
+    first, again = _under_noise(1, torch.sin, x), _under_noise(1, torch.sin, x)
+    other = _under_noise(2, torch.sin, x)
+    assert torch.equal(first, again)
+    assert not torch.equal(first, other)
+
+
+def test_views_in_place_ops_and_constants_are_left_alone() -> None:
+    x = torch.randn(4, 4)
+    y = x.clone()
+    with RoundingNoise(0):
+        view = x.t()
+        ones = torch.ones(3)
+        y.add_(1.0)
+    assert view.data_ptr() == x.data_ptr()
+    assert torch.equal(ones, torch.ones(3))
+    assert torch.equal(y, x + 1.0)
+
+
+def test_backward_runs_under_the_mode_and_gradients_carry_noise() -> None:
+    w = torch.randn(64, 64, dtype=torch.float32, requires_grad=True)
+    x = torch.randn(8, 64)
+    plain = torch.autograd.grad((x @ w).tanh().sum(), w)[0]
+    with RoundingNoise(0):
+        noisy = torch.autograd.grad((x @ w).tanh().sum(), w)[0]
+    assert not torch.equal(noisy, plain)
+    torch.testing.assert_close(noisy, plain)  # at rounding level
