@@ -74,7 +74,12 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
         salt = self.seed * 1_000_003 + self.calls
 
         def move(value: Any) -> Any:
-            if isinstance(value, torch.Tensor) and value.is_floating_point() and value.numel():
+            if (
+                isinstance(value, torch.Tensor)
+                and value.is_floating_point()
+                and value.layout == torch.strided  # sparse values are left as they are
+                and value.numel()
+            ):
                 return _moved(value, salt)
             return value
 

@@ -57,3 +57,12 @@ def test_backward_runs_under_the_mode_and_gradients_carry_noise() -> None:
         noisy = torch.autograd.grad((x @ w).tanh().sum(), w)[0]
     assert not torch.equal(noisy, plain)
     torch.testing.assert_close(noisy, plain)  # at rounding level
+
+
+def test_sparse_results_pass_through() -> None:
+    dense = torch.eye(4)
+    with RoundingNoise(0):
+        sparse = (dense * 2.0).to_sparse()
+        doubled = sparse * 2.0
+    assert doubled.is_sparse
+    assert bool((doubled.to_dense() - dense * 4.0).abs().max() <= 4.0 * torch.finfo().eps)
