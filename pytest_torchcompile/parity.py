@@ -411,9 +411,12 @@ class _Comparer:
         verdict = _scan(c, e, rtol, atol, reference=r, slack=slack)
         lines = [
             "  Judged against a float64 reference (eager re-run on inputs and state upcast):",
-            f"    eager vs compiled:             {_peak_text(plain.abs_all, e)}",
-            f"    eager vs float64 reference:    {_peak_text(eager_error, e)}",
-            f"    compiled vs float64 reference: {_peak_text(compiled_error, e)}",
+            f"    eager vs compiled:             {_peak_text(plain.abs_all, e)}"
+            f"{_nonfinite_text(e, c, ('eager', 'compiled'))}",
+            f"    eager vs float64 reference:    {_peak_text(eager_error, e)}"
+            f"{_nonfinite_text(e, r, ('eager', 'reference'))}",
+            f"    compiled vs float64 reference: {_peak_text(compiled_error, e)}"
+            f"{_nonfinite_text(c, r, ('compiled', 'reference'))}",
             f"    allowed: |compiled - reference| <= atol + rtol * |reference| + "
             f"{REFERENCE_SLACK:g} * {_num(eager_error.value)} (eager's own error) + "
             f"{_num(floor)} (reduction-order noise: {NOISE_ULPS:g} ulps of the leaf's rms) "
@@ -880,7 +883,26 @@ def _where(flat: int, t: Tensor) -> str:
 
 
 def _peak_text(peak: _Peak, t: Tensor) -> str:
-    return f"greatest |difference| {_num(peak.value)}{_where(peak.at, t)}"
+    where = _where(peak.at, t) if peak.value else ""  # a 0 is everywhere, not at the first index
+    return f"greatest |difference| {_num(peak.value)}{where}"
+
+
+def _nonfinite_text(a: Tensor, b: Tensor, names: tuple[str, str]) -> str:
+    """Where a and b differ in NaN/inf, which a distance over finite pairs cannot show ("" if
+    nowhere): without it, a leaf that fails only on NaN/inf placement reads "difference 0"."""
+    count, first = 0, -1
+    for start, (x, y) in _chunks(a, b):
+        xw, yw, finite, _ = _finite_diff(x, y)
+        differ = ~finite & ~_same_nonfinite(xw, yw)
+        count += int(differ.sum())
+        if first < 0 and bool(differ.any()):
+            first = start + int(differ.nonzero()[0, 0])
+    if not count:
+        return ""
+    return (
+        f" where both are finite; NaN/inf differ at {count} element(s), first{_where(first, a)}: "
+        f"{names[0]} {_element(a, first)}, {names[1]} {_element(b, first)}"
+    )
 
 
 def _element(t: Tensor, flat: int) -> Any:

@@ -11,7 +11,10 @@ printed so that a failure can be re-run. The zoo suites run with their `zoo` pro
 benchmarks/zoo/run.py does), the examples with their own settings (as CI runs them). Each run gets
 an empty Hypothesis database, so no run replays another's failures. Logs and a JSON summary go
 to `--logs` ($OUT or ./sweep-logs); the last lines printed are the table of failures per
-(backend, seed).
+(backend, seed). Each finished run is appended to `runs.jsonl` there and the table so far is
+rewritten to `summary.md`, so a sweep cut off by `timeout` (SIGTERM or SIGINT) still leaves its
+figures behind; on such a signal it stops the running pytest processes and prints the table of
+the runs that finished.
 """
 
 from __future__ import annotations
@@ -20,20 +23,26 @@ import argparse
 import json
 import os
 import random
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO_SUITES = sorted((ROOT / "benchmarks" / "zoo" / "suites").glob("test_zoo_*.py"))
 EXAMPLES = sorted((ROOT / "examples").glob("test_*.py"))
 BACKENDS = ("inductor", "aot_eager", "eager")  # the slow one first
+_LIVE: set[subprocess.Popen[str]] = set()  # pytest processes running now, stopped on a signal
+_LIVE_LOCK = threading.Lock()
+_STOPPING = threading.Event()  # set under _LIVE_LOCK once the sweep is interrupted
 
 
 @dataclass
@@ -47,6 +56,7 @@ class Run:
     seconds: float = 0.0
     failures: list[str] = field(default_factory=list)  # "test: first line of the error"
     passed: int = 0
+    interrupted: bool = False  # stopped by a signal: no verdict, left out of the figures
 
     @property
     def group(self) -> str:
@@ -86,15 +96,24 @@ def execute(run: Run, devices: str, threads: int, timeout: int, logs: Path) -> R
             "TORCHINDUCTOR_COMPILE_THREADS": "1",  # -n processes already share the cores
         }
         command = [*run.command(devices), "-p", "zoo.outcomes", f"--zoo-outcomes={outcomes}"]
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        with _LIVE_LOCK:
+            _LIVE.add(process)
+            if _STOPPING.is_set():
+                process.kill()
         try:
-            done = subprocess.run(
-                command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout
-            )
-            output, run.status = done.stdout + done.stderr, done.returncode
-        except subprocess.TimeoutExpired as exc:
-            partial = exc.stdout or b""
-            output = partial.decode(errors="replace") if isinstance(partial, bytes) else partial
-            output, run.status = f"{output}\nTIMED OUT after {timeout}s", -1
+            output, _ = process.communicate(timeout=timeout)
+            run.status = process.returncode
+            run.interrupted = run.status < 0 or (run.status == 2 and "KeyboardInterrupt" in output)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            output = f"{process.communicate()[0]}\nTIMED OUT after {timeout}s"
+            run.status = -1
+        finally:
+            with _LIVE_LOCK:
+                _LIVE.discard(process)
         records: list[dict[str, Any]] = (
             json.loads(outcomes.read_text()) if outcomes.exists() else []
         )
@@ -105,17 +124,34 @@ def execute(run: Run, devices: str, threads: int, timeout: int, logs: Path) -> R
         for r in records
         if r["outcome"] == "failed"
     ]
-    if run.status not in (0, 1) or (run.status == 1 and not run.failures):
+    if run.interrupted:
+        run.failures = []
+    elif run.status not in (0, 1) or (run.status == 1 and not run.failures):
         run.failures.append(f"pytest exit status {run.status}: {output.strip()[-200:]}")
     name = f"{run.backend}-{run.seed}-{Path(run.file).stem}.log"
     (logs / name).write_text(" ".join(run.command(devices)) + "\n\n" + output)
     print(
-        f"  {run.backend:9} seed {run.seed:<10} {run.file}: {len(run.failures)} failed, "
+        f"  {run.backend:9} seed {run.seed:<10} {run.file}: "
+        f"{'interrupted' if run.interrupted else f'{len(run.failures)} failed'}, "
         f"{run.seconds:.0f}s",
+        *(f"\n    {failure}" for failure in run.failures),
         file=sys.stderr,
         flush=True,
     )
     return run
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    """SIGTERM (as from `timeout`) stops the sweep as Ctrl-C does, so the summary still prints."""
+    raise KeyboardInterrupt
+
+
+def _stop_live() -> None:
+    """Kill the pytest processes this sweep started and that still run."""
+    with _LIVE_LOCK:
+        _STOPPING.set()
+        for process in _LIVE:
+            process.kill()
 
 
 def table(runs: Sequence[Run], seeds: Sequence[int], backends: Sequence[str]) -> str:
@@ -168,18 +204,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.logs.mkdir(parents=True, exist_ok=True)
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
     print(f"{len(runs)} pytest runs, {args.jobs} at a time, seeds {seeds}", file=sys.stderr)
+    (args.logs / "runs.jsonl").write_text("")
+    signal.signal(signal.SIGTERM, _interrupt)
     started = time.perf_counter()
-    with ThreadPoolExecutor(args.jobs) as pool:
-        done = list(
-            pool.map(lambda r: execute(r, args.devices, threads, args.timeout, args.logs), runs)
-        )
+    done: list[Run] = []
+    pool = ThreadPoolExecutor(args.jobs)
+    try:
+        futures = [
+            pool.submit(execute, r, args.devices, threads, args.timeout, args.logs) for r in runs
+        ]
+        for future in as_completed(futures):
+            if future.result().interrupted:  # a signal meant for the whole sweep
+                continue
+            done.append(future.result())
+            with (args.logs / "runs.jsonl").open("a") as jsonl:
+                jsonl.write(json.dumps(asdict(done[-1])) + "\n")
+            (args.logs / "summary.md").write_text(
+                f"{len(done)} of {len(runs)} runs done\n\n{table(done, seeds, backends)}\n"
+            )
+    except KeyboardInterrupt:
+        print(f"\nINTERRUPTED: {len(done)} of {len(runs)} runs done", file=sys.stderr)
+        pool.shutdown(wait=False, cancel_futures=True)
+        _stop_live()
+    pool.shutdown()
     wall = time.perf_counter() - started
     (args.logs / "summary.json").write_text(
         json.dumps({"seeds": seeds, "wall_s": wall, "runs": [asdict(r) for r in done]}, indent=1)
     )
     print(table(done, seeds, backends))
-    print(f"\nwall {wall:.0f}s, devices {args.devices}, logs in {args.logs}")
-    return 1 if any(r.failures for r in done) else 0
+    cut = "" if len(done) == len(runs) else f" (cut off: {len(done)} of {len(runs)} runs done)"
+    print(f"\nwall {wall:.0f}s, devices {args.devices}, logs in {args.logs}{cut}")
+    return 1 if cut or any(r.failures for r in done) else 0
 
 
 if __name__ == "__main__":

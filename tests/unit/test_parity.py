@@ -224,6 +224,24 @@ def test_compiled_nan_where_the_reference_is_finite_fails() -> None:
     assert ref.calls == 1  # consulted, and it says compiled is wrong
 
 
+def test_reference_lines_of_a_non_finite_mismatch_say_where_nan_inf_differ() -> None:
+    # zoo ema_update, 0-d float64: eager and the reference are -inf, compiled lost the update and
+    # stayed finite. Distances over finite pairs are all 0 there, which read as "no difference".
+    e = torch.tensor([1.0, float("-inf"), 2.0])
+    c = torch.tensor([1.0, -1.5, 2.0])
+    r = torch.tensor([1.0, float("-inf"), 2.0], dtype=torch.float64)
+    message = fails(r"NaN/inf in different places", side(e), side(c), reference=lambda: side(r))
+    assert (
+        "eager vs compiled:             greatest |difference| 0 where both are "
+        "finite; NaN/inf differ at 1 element(s), first at index (1,): eager -inf, compiled -1.5"
+    ) in message
+    assert "eager vs float64 reference:    greatest |difference| 0\n" in message
+    assert (
+        "compiled vs float64 reference: greatest |difference| 0 where both are "
+        "finite; NaN/inf differ at 1 element(s), first at index (1,): compiled -1.5, reference -inf"
+    ) in message
+
+
 def test_compiled_right_where_eager_overflowed_passes_with_a_note() -> None:
     # soft_margin_loss in float16: eager overflows to inf, compiled (float32 inside) is right.
     e = torch.tensor([14.6, float("inf")], dtype=torch.float16)

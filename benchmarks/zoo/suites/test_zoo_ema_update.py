@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 from zoo.models import ema_update
 
@@ -24,6 +24,9 @@ def test_ema_update(compile_parity, device):
 @given(data=st.data(), shape=tcst.shapes())
 def test_ema_update_any_input(compile_parity, data, shape):
     average = data.draw(tcst.tensors(dtypes=tcst.float_dtypes(), shapes=shape), label="average")
+    # torch 2.13 drops in-place updates of a 0-d float64 input (aot_eager, inductor), a real bug
+    # the plugin reports; tests/plugin/test_real_divergences.py keeps that verdict checked.
+    assume(average.dim() > 0 or average.dtype != torch.float64)
     values = [  # all drawn before the first call, as the README recommends
         data.draw(tcst.tensors(dtypes=average.dtype, shapes=shape), label=f"value {step}")
         for step in range(2)

@@ -28,7 +28,10 @@ def test_train_step(compile_parity, device, optimizer):
     assert second.eager < first.eager
 
 
-BATCHES = tcst.shapes(min_dims=1, max_dims=1)  # the batch is drawn; features are the model's
+# The batch is drawn; features are the model's. No empty batch: torch 2.13 cannot compile
+# mse_loss's backward on one (ZeroDivisionError in its decomposition), a real bug the plugin
+# reports; tests/plugin/test_real_divergences.py keeps that verdict checked.
+BATCHES = tcst.shapes(min_dims=1, max_dims=1, min_side=1)
 
 
 @pytest.mark.compile_parity
