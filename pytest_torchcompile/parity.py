@@ -14,12 +14,14 @@ first result (otherwise a re-run proves nothing about the compiler, and nothing 
       |compiled - r| <= atol + rtol * |r| + REFERENCE_SLACK * E + NOISE_ULPS * eps * rms(r)
 
   with REFERENCE_SLACK = 3 (PyTorch's accuracy benchmarks allow 2-3x eager's RMS error) and
-  NOISE_ULPS = 32 units of the accumulation precision `eps` (float32's for float16, bfloat16 and
+  NOISE_ULPS = 128 units of the accumulation precision `eps` (float32's for float16, bfloat16 and
   float32 leaves, float64's for float64). The first term is assert_close's; the second lets the
   compiler be as far from the exact answer as eager is; the third is reduction order: Inductor sums
-  in a different order than ATen (vector lanes instead of a cascade), which costs a few ulps of the
-  leaf's magnitude on long or cancelling reductions, even where eager happened to be closer. One
-  corrupted element, a 1e-3 error or a 1% gradient scale are hundreds of times above it.
+  in a different order than ATen (vector lanes, or one lane over a non-contiguous input, instead of
+  a cascade), which on long or cancelling reductions costs ulps of the leaf's magnitude, even where
+  eager happened to be closer. Calibrated on the zoo and examples over seeds 0-4 and op_db: the
+  largest seen is 59 ulps (a 3900-term float32 sum of wide values, summed in one lane). A 1e-3
+  error in one element or a 1% gradient scale are tens to hundreds of times above it.
   Non-finite values are judged against the reference rounded to the leaf's dtype: where eager is
   non-finite but the reference finite, compiled passes by agreeing with the reference (it is right
   and eager overflowed); where the reference is non-finite too and eager is non-finite, the kinds
@@ -58,7 +60,7 @@ from pytest_torchcompile.errors import ParityError
 REFERENCE_SLACK = 3.0
 """k in the float64-reference rule: compiled may be this many times eager's own worst error away."""
 
-NOISE_ULPS = 32.0
+NOISE_ULPS = 128.0
 """Reduction-order noise the reference rule allows: this many ulps (of the accumulation precision)
 of the leaf's RMS magnitude."""
 

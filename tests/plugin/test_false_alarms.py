@@ -250,3 +250,30 @@ def test_a_planted_gradient_error_is_caught_where_the_gradient_is_well_condition
     result = pytester.runpytest("--compile-backend=planted:corrupt_gradient")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*Judged by eager's rounding noise*"])
+
+
+def test_a_long_cancelling_sum_summed_in_one_lane_is_noise(pytester):
+    # benchmarks/zoo test_ema_update_any_input, inductor seed 3: the sum of a moving average over
+    # 3900 wide values (one input non-contiguous, so Inductor sums it in one lane) is 59 ulps of
+    # the result from float64, 36x eager's error: reduction order on a cancelling sum.
+    pytester.makepyfile(
+        """
+        import pytest, torch
+        from pytest_torchcompile.strategies import Layout, TensorSpec, Values, build_tensor
+
+        def ema_update(average, value, decay=0.9):
+            average.mul_(decay).add_(value, alpha=1 - decay)
+            return average.sum()
+
+        @pytest.mark.compile_parity
+        def test_it(compile_parity):
+            shape = (1, 6, 650)
+            spec = dict(shape=shape, dtype=torch.float32)
+            average = build_tensor(TensorSpec(**spec, layout=Layout(offset=7), values=Values(seed=18782223)))
+            value = build_tensor(
+                TensorSpec(**spec, layout=Layout(order=(0, 2, 1)), values=Values(dist="wide", seed=512))
+            )
+            compile_parity(ema_update, average, value)
+        """
+    )
+    pytester.runpytest("--compile-backend=inductor").assert_outcomes(passed=1)
