@@ -10,7 +10,7 @@ import dataclasses
 import functools
 import inspect
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -600,3 +600,10 @@ def computes(func: Any) -> bool:
     their result cannot be replaced by another tensor.
     """
     return all(ret.alias_info is None for ret in func._schema.returns)
+
+
+def compiler_decompositions() -> Mapping[Any, Callable[..., Any]]:
+    """Inductor's decomposition table: how a compiler breaks fused ATen ops into primitives."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    return select_decomp_table()

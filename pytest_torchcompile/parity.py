@@ -26,18 +26,22 @@ first result (otherwise a re-run proves nothing about the compiler, and nothing 
   non-finite but the reference finite, compiled passes by agreeing with the reference (it is right
   and eager overflowed); where the reference is non-finite too and eager is non-finite, the kinds
   (nan, +inf, -inf) may differ; compiled non-finite where the reference is finite fails.
-* Eager's own rounding noise. Some leaves are noise on both sides: a result that cancels (the
-  bias gradient of a convolution followed by BatchNorm in training is exactly zero) carries the
-  rounding of every intermediate value in full, and eager's one error sample bounds nothing; and
-  some programs are discontinuous at rounding level (a ReLU, max or comparison whose input sits
-  within an ulp of its kink turns the other way on one side). Where a floating leaf still fails and
-  a `perturbed` re-run is given (eager on inputs and state nudged by at most one unit in the last
-  place, every operation's result rounded anew to itself or a neighbouring value, as a different
-  rounding would: see rounding.py), the leaf passes iff
-  ``rms(compiled - eager) <= SENSITIVITY_SLACK * rms(perturbed - eager)`` (SENSITIVITY_SLACK = 3):
-  the compiler may move the result no further than rounding-level changes move eager. Where the
-  result is well conditioned that spread is a few ulps and the rule excuses nothing a planted bug
-  makes. NaN/inf placement is never excused by it.
+* Eager's own rounding noise. Some leaves are ill-conditioned: a result that cancels (the bias
+  gradient of a convolution followed by BatchNorm in training is exactly zero), or a normalisation
+  that divides a mean's rounding error by a tiny standard deviation (a near-constant channel),
+  carries the rounding of intermediate values amplified, and eager's one error sample bounds
+  nothing; and some programs are discontinuous at rounding level (a ReLU, max or comparison whose
+  input sits within an ulp of its kink turns the other way on one side). Where a floating leaf
+  still fails and a `perturbed` re-run is given, the leaf passes iff
+  ``rms(compiled - eager) <= SENSITIVITY_SLACK * rms(perturbed - noise_base)``
+  (SENSITIVITY_SLACK = 3): the compiler may move the result no further than rounding-level
+  changes move eager. The runner's `perturbed` re-run nudges inputs and state by one unit in the
+  last place and rounds every operation's result to a neighbouring value (a reduction's by about
+  sqrt(terms) units), with fused operations decomposed as Inductor decomposes them; `noise_base`
+  is the same decomposed re-run without the noise, so a decomposition's own difference from the
+  fused kernel is never counted as noise (see rounding.py). Where the result is well conditioned
+  that spread is a few ulps and the rule excuses nothing a planted bug makes. NaN/inf placement
+  is never excused by it.
 
 Differences are computed in float64 in chunks, so a large leaf never needs more than a few
 chunk-sized float64 temporaries.
@@ -187,14 +191,16 @@ def compare(
     reference: Callable[[], SideResult] | None = None,
     eager_again: Callable[[], SideResult] | None = None,
     perturbed: Callable[[], SideResult] | None = None,
+    noise_base: Callable[[], SideResult] | None = None,
 ) -> ParityReport:
     """Compare the compiled side against eager, leaf by leaf.
 
-    `reference`, `perturbed` and `eager_again` are expensive re-runs; each is called at most
-    once, and only when some leaf fails the plain tolerance (reference), still fails after the
-    reference (perturbed), or fails outright (eager_again).
+    `reference`, `perturbed`, `noise_base` and `eager_again` are expensive re-runs; each is
+    called at most once, and only when some leaf fails the plain tolerance (reference), still
+    fails after the reference (perturbed, and noise_base: the same re-run without the noise, which
+    the noise is measured from; without it, from eager), or fails outright (eager_again).
     """
-    comparer = _Comparer(options, reference, eager_again, perturbed)
+    comparer = _Comparer(options, reference, eager_again, perturbed, noise_base)
     note = comparer.exceptions(eager, compiled)
     if eager.exception is None and compiled.exception is None:
         comparer.walk("output", eager.output, compiled.output, "output")
@@ -243,11 +249,13 @@ class _Comparer:
         reference: Callable[[], SideResult] | None,
         eager_again: Callable[[], SideResult] | None,
         perturbed: Callable[[], SideResult] | None = None,
+        noise_base: Callable[[], SideResult] | None = None,
     ) -> None:
         self.options = options
         self.reference = _Rerun(reference)
         self.eager_again = _Rerun(eager_again)
         self.perturbed = _Rerun(perturbed)
+        self.noise_base = _Rerun(noise_base)
         self.leaves: list[LeafComparison] = []
 
     # -- exceptions --
@@ -430,26 +438,37 @@ class _Comparer:
         self, name: str, e: Tensor, c: Tensor, verdict: _Scan
     ) -> tuple[_Scan, list[str]]:
         """Re-judge a leaf that still fails against how far rounding noise moves eager."""
-        result = self.perturbed.result()
-        _, p = self.perturbed.get(name)
-        if isinstance(p, float | complex):
-            p = torch.tensor(p, dtype=e.dtype)
-        if result.exception is not None:
-            why = f"it raised {_exc_text(result.exception)}"
-            return verdict, [f"  Not judged by eager's rounding noise: {why}."]
-        if not isinstance(p, Tensor) or p.shape != e.shape:
+        noisy = self._rerun_leaf(self.perturbed, name, e)
+        base = self._rerun_leaf(self.noise_base, name, e) if self.noise_base.given else e
+        for rerun in (self.perturbed, self.noise_base):
+            raised = rerun.result().exception if rerun.given else None
+            if raised is not None:
+                return verdict, [
+                    f"  Not judged by eager's rounding noise: it raised {_exc_text(raised)}."
+                ]
+        if noisy is None or base is None:
             return verdict, []
-        moved_by_compiler, moved_by_noise = _rms(c, e), _rms(_dense(p), e)
+        moved_by_compiler, moved_by_noise = _rms(c, e), _rms(noisy, base)
         bound = SENSITIVITY_SLACK * moved_by_noise
         lines = [
-            "  Judged by eager's rounding noise (eager re-run on inputs and state nudged by one ulp, "
-            "every operation's result rounded anew):",
-            f"    rms |compiled - eager| {_num(moved_by_compiler)}, rms |noisy eager - eager| "
-            f"{_num(moved_by_noise)}; allowed: {SENSITIVITY_SLACK:g} * {_num(moved_by_noise)}",
+            "  Judged by eager's rounding noise (eager re-run with every operation's result "
+            "rounded to a neighbouring value, reductions by sqrt(terms) ulps, fused operations "
+            "decomposed, inputs and state nudged by one ulp):",
+            f"    rms |compiled - eager| {_num(moved_by_compiler)}, rms |noisy - noiseless "
+            f"re-run| {_num(moved_by_noise)}; allowed: {SENSITIVITY_SLACK:g} * "
+            f"{_num(moved_by_noise)}",
         ]
         if moved_by_compiler <= bound:
             return dataclasses.replace(verdict, mismatched=0, value_mismatches=0), lines
         return verdict, lines
+
+    @staticmethod
+    def _rerun_leaf(rerun: _Rerun, name: str, e: Tensor) -> Tensor | None:
+        """This leaf in a re-run in eager's dtype, if it is there and shaped like eager's."""
+        _, value = rerun.get(name)
+        if isinstance(value, float | complex):
+            value = torch.tensor(value, dtype=e.dtype)
+        return _dense(value) if isinstance(value, Tensor) and value.shape == e.shape else None
 
     def _reference_leaf(self, name: str, e: Tensor) -> tuple[Tensor | None, str]:
         """The float64 reference for this leaf, or None and the reason there is none."""

@@ -782,6 +782,7 @@ class Checker:
 
             return run
 
+        table = functools.cache(_compat.compiler_decompositions)  # imported only if a leaf needs it
         report = parity.compare(
             eager_result,
             compiled_result,
@@ -793,7 +794,13 @@ class Checker:
             ),
             reference=rerun(upcast_tree),
             eager_again=rerun(clone_tree),
-            perturbed=rerun(nudged_tree, lambda: RoundingNoise(COTANGENT_SEED)),
+            perturbed=rerun(
+                nudged_tree, lambda: RoundingNoise(COTANGENT_SEED, decompositions=table())
+            ),
+            noise_base=rerun(
+                clone_tree,
+                lambda: RoundingNoise(COTANGENT_SEED, noise=False, decompositions=table()),
+            ),
         )
         self.last_report = report
         errors = self._record_errors(report)

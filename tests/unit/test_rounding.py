@@ -14,13 +14,22 @@ def _under_noise(seed: int, fn, *args):  # type: ignore[no-untyped-def]
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16, torch.float64])
-def test_results_move_to_a_neighbouring_value_at_most_and_some_move(dtype: torch.dtype) -> None:
+def test_results_move_to_a_neighbouring_value_up_or_down(dtype: torch.dtype) -> None:
     x = torch.linspace(-3, 3, 4001, dtype=torch.float64).to(dtype)
     plain = torch.exp(x)
     noisy = _under_noise(0, torch.exp, x)
-    one_ulp = plain.double().abs() * torch.finfo(dtype).eps  # the spacing is at most this
-    assert bool(((noisy.double() - plain.double()).abs() <= one_ulp).all())
-    assert 0.1 < float((noisy != plain).double().mean()) < 0.9
+    moved = noisy.double() - plain.double()
+    eps_of_value = plain.double().abs() * torch.finfo(dtype).eps  # one to two ulps
+    assert bool((moved.abs() <= 2 * eps_of_value).all())
+    assert bool((moved != 0).all())
+    assert 0.3 < float((moved > 0).double().mean()) < 0.7
+
+
+def test_a_reduction_moves_by_about_the_square_root_of_its_terms() -> None:
+    x = torch.rand(10000, dtype=torch.float32, generator=torch.Generator().manual_seed(0))
+    plain, noisy = x.sum(), _under_noise(0, torch.sum, x)
+    ulps = float((noisy.double() - plain.double()).abs() / (plain.double() * torch.finfo().eps))
+    assert 80 < ulps < 120  # sqrt(10000) = 100
 
 
 def test_equal_values_move_alike_as_rounding_moves_them() -> None:
@@ -47,6 +56,27 @@ def test_views_in_place_ops_and_constants_are_left_alone() -> None:
     assert view.data_ptr() == x.data_ptr()
     assert torch.equal(ones, torch.ones(3))
     assert torch.equal(y, x + 1.0)
+
+
+def test_fused_operations_are_decomposed_and_the_plain_base_has_no_noise() -> None:
+    from pytest_torchcompile._compat import compiler_decompositions
+
+    x = torch.randn(4, 3, 5, 5, generator=torch.Generator().manual_seed(0)) + 20.0
+    bn = torch.nn.BatchNorm2d(3).train()
+    seen: list[str] = []
+
+    class Recording(RoundingNoise):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            seen.append(str(func))
+            return super().__torch_dispatch__(func, types, args, kwargs)
+
+    with Recording(0, noise=False, decompositions=compiler_decompositions()):
+        base = bn(x)
+    assert any("var_mean" in name or "mean" in name for name in seen), seen  # BN's statistics
+    torch.testing.assert_close(base, bn(x))  # noiseless: the decomposition, at rounding level
+    with RoundingNoise(0, decompositions=compiler_decompositions()):
+        noisy = bn(x)
+    assert not torch.equal(noisy, base)
 
 
 def test_backward_runs_under_the_mode_and_gradients_carry_noise() -> None:
