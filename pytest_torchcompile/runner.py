@@ -260,7 +260,7 @@ def sync_module(source: torch.nn.Module, target: torch.nn.Module) -> None:
         for name, src in source_modules.items():
             dst = target_modules[name]
             for attr, value in pystate.plain_attributes(src).items():
-                setattr(dst, attr, copy.deepcopy(value))
+                setattr(dst, attr, pystate.copy_plain(value))
             for kind in ("_parameters", "_buffers"):
                 src_tensors, dst_tensors = getattr(src, kind), getattr(dst, kind)
                 if src_tensors.keys() != dst_tensors.keys():
@@ -295,10 +295,20 @@ class _Copies:
     def __init__(self, memo: Mapping[int, Any]) -> None:
         self._copies = {key: t for key, t in memo.items() if isinstance(t, torch.Tensor)}
         self._marks = {key: _Mark.of(t) for key, t in self._copies.items()}
+        self._unchanged: dict[int, Any] | None = None
 
     def unchanged(self) -> dict[int, Any]:
-        """A clone_tree memo: each caller tensor whose copy the compiled call did not touch."""
-        return {key: t for key, t in self._copies.items() if self._marks[key].same(_Mark.of(t))}
+        """A clone_tree memo: each caller tensor whose copy the compiled call did not touch.
+        Read after the call (and kept: the copies are not run again)."""
+        if self._unchanged is None:
+            self._unchanged = {
+                key: t for key, t in self._copies.items() if self._marks[key].same(_Mark.of(t))
+            }
+        return self._unchanged
+
+    def changed(self) -> bool:
+        """Whether the compiled call wrote, re-flagged or gave a .grad to any copy."""
+        return len(self.unchanged()) < len(self._copies)
 
 
 @dataclass(frozen=True)
@@ -397,41 +407,45 @@ def _state_after(
 @dataclass
 class _Watch:
     """What a call may change in place, as it was before the call: tensors' version counters and
-    modules' and argument objects' plain attributes. Cheap to take: nothing is copied but plain
-    values, so a snapshot of the tensors is made only when a call turns out to change one."""
+    modules' and argument objects' plain attributes. Cheap to take: nothing is copied but mutable
+    plain values, so a snapshot of the tensors is made only when a call turns out to change one."""
 
     versions: list[tuple[str, torch.Tensor, int | None]]  # None: an inference tensor, uncounted
     attributes: dict[str, Any]
 
     @classmethod
-    def of(
-        cls, module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-    ) -> _Watch:
-        state = _state_after(module, args, kwargs)
+    def of(cls, state: Mapping[str, Any]) -> _Watch:
+        """The watch over `state`, as `_state_after` found it before the call."""
         tensors = [
             (name, t, _compat.version_counter(t))
             for name, t in state.items()
             if isinstance(t, torch.Tensor)
         ]
         plain = {
-            name: copy.deepcopy(v) for name, v in state.items() if not isinstance(v, torch.Tensor)
+            name: pystate.copy_plain(v)
+            for name, v in state.items()
+            if not isinstance(v, torch.Tensor)
         }
         return cls(tensors, plain)
 
-    def changed(
-        self, module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-    ) -> list[str]:
-        """Names of what changed since the watch was taken."""
+    def changed(self, now: Mapping[str, Any]) -> list[str]:
+        """Names of what changed since the watch was taken; `now` is `_state_after` of the same
+        objects after the call (it also names plain attributes the call created)."""
         moved = [
             name
             for name, t, version in self.versions
             if version is None or _compat.version_counter(t) != version
         ]
-        now = _state_after(module, args, kwargs)
-        moved += [
-            name for name, value in self.attributes.items() if not _same(now.get(name), value)
+        return moved + self.attributes_changed(now)
+
+    def attributes_changed(self, now: Mapping[str, Any]) -> list[str]:
+        """Names of plain attributes that `now` holds otherwise than the watch, or newly."""
+        moved = [name for name, value in self.attributes.items() if not _same(now.get(name), value)]
+        return moved + [
+            name
+            for name, value in now.items()
+            if name not in self.attributes and not isinstance(value, torch.Tensor)
         ]
-        return moved
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -544,6 +558,13 @@ def _run_side(side: _Side, backward: bool, around: Callable[[], Any]) -> parity.
         after=_state_after(side.module, side.args, side.kwargs),
         grads=grads,
     )
+
+
+def _state_left(result: parity.SideResult, side: _Side) -> dict[str, Any]:
+    """`_state_after` of a side that has run (walked again only where it raised)."""
+    if result.exception is None:
+        return result.after
+    return _state_after(side.module, side.args, side.kwargs)
 
 
 def _with_containers(result: parity.SideResult, shared: pystate.SharedContainers) -> None:
@@ -728,12 +749,14 @@ class Checker:
         self._note_devices(fn, args, kwargs)
         module = fn if isinstance(fn, torch.nn.Module) else None
         snapshot_of = (module, args, dict(kwargs))  # the call as made
-        watch = _Watch.of(*snapshot_of)
+        # One walk of the state before the call serves both sides: the compiled side's copies
+        # hold the same plain attributes under the same names.
+        watch = _Watch.of(_state_after(*snapshot_of))
         backward = self.settings.backward
         rng = _RngState.capture()
         shared = self._shared_containers(fn)
         before = shared.snapshot()
-        compiled_result, changed, copies = self._run_compiled(fn, args, kwargs)
+        compiled_result, changed, copies = self._run_compiled(fn, args, kwargs, watch)
         limit_hit = compiled_result.exception is not None and _compat.is_recompile_limit_error(
             compiled_result.exception
         )
@@ -741,7 +764,7 @@ class Checker:
             self._start_fresh_cache()
             rng.restore()
             shared.restore(before)
-            compiled_result, changed_again, copies = self._run_compiled(fn, args, kwargs)
+            compiled_result, changed_again, copies = self._run_compiled(fn, args, kwargs, watch)
             changed = changed or changed_again
         # Re-runs need the call as it was, and the caller's objects hold that until eager runs.
         # A call that changes nothing in place needs no copy: re-runs copy the caller's objects,
@@ -751,11 +774,12 @@ class Checker:
         _with_containers(compiled_result, shared)
         shared.restore(before)  # the eager run starts from the state the compiled one did
         rng.restore()
-        eager_result = _run_side(_Side(fn, module, args, dict(kwargs)), backward, _nothing)
+        eager_side = _Side(fn, module, args, dict(kwargs))
+        eager_result = _run_side(eager_side, backward, _nothing)
+        moved = watch.changed(_state_left(eager_result, eager_side)) if pristine is None else []
         _with_containers(eager_result, shared)
         after_eager = _RngState.capture()
         left_by_eager = shared.snapshot()
-        moved = watch.changed(*snapshot_of) if pristine is None else []
 
         def rerun(
             copier: Callable[[Any], Any], around: Callable[[], Any] = _nothing
@@ -816,10 +840,15 @@ class Checker:
         )
 
     def _run_compiled(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        watch: _Watch,
     ) -> tuple[parity.SideResult, bool, _Copies]:
         """The compiled side, on copies of the caller's inputs and modules (left untouched);
-        whether it changed any of them in place; and the copies, to share untouched ones."""
+        whether it changed any of them in place; and the copies, to share untouched ones.
+        `watch` is the caller's state before the call, which the copies start from."""
         entry = self._compiled_for(fn)
         memo = self._copies_of_modules((args, dict(kwargs)))
         # Shaped as (module, args, kwargs), so an uncopyable input is named as the input it is.
@@ -827,7 +856,6 @@ class Checker:
         if isinstance(fn, torch.nn.Module) and entry.module_copy is not None:
             memo.update(_tensor_pairs(fn, entry.module_copy))
         copies = _Copies(memo)
-        watch = _Watch.of(entry.module_copy, compiled_args, compiled_kwargs)
         side = _Side(
             entry.compiled,
             entry.module_copy,
@@ -841,7 +869,9 @@ class Checker:
             cudagraphs=self.settings.uses_cudagraphs,
         )
         result = _run_side(side, self.settings.backward, around)
-        changed = bool(watch.changed(entry.module_copy, compiled_args, compiled_kwargs))
+        # The copies' tensors are watched by their marks; their plain attributes by the
+        # caller's, which they were synced from.
+        changed = copies.changed() or bool(watch.attributes_changed(_state_left(result, side)))
         return result, changed, copies
 
     def _start_fresh_cache(self) -> None:
@@ -929,7 +959,8 @@ class Checker:
     def _note_devices(self, fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
         tensors = [leaf for leaf in _leaves((args, dict(kwargs))) if isinstance(leaf, torch.Tensor)]
         if isinstance(fn, torch.nn.Module):
-            tensors += list(fn.parameters())[:1]
+            first = next(fn.parameters(), None)  # not list(...): that walks every parameter
+            tensors += [first] if first is not None else []
         for tensor in tensors[:1]:
             if str(tensor.device) not in self.devices_seen:
                 self.devices_seen.append(str(tensor.device))

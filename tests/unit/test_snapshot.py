@@ -61,10 +61,36 @@ def test_the_snapshot_copies_only_what_the_compiled_call_changed(
 def test_re_runs_start_from_the_state_before_the_call() -> None:
     """A call that writes its state still re-runs from the state before it: a plain eager re-run
     reproduces eager, so the failure is the compiler's, not eager's nondeterminism."""
-    model, x = Counting(), torch.randn(2, 4)
+    model = Counting()
+    _blames_the_compiler(model)
+    assert model.count.item() == 1  # the caller's module saw one call
+
+
+def _blames_the_compiler(model: nn.Module) -> None:
+    """A corrupted output fails the check, and an eager re-run reproduced eager's result."""
     checker = Checker(Settings(backend="planted:corrupt_output"))
     with isolated(checker.accountant), pytest.raises(ParityError) as failure:
-        checker(model, x)
+        checker(model, torch.randn(2, 4))
     assert "output: values are not close" in str(failure.value)
     assert "does not reproduce" not in str(failure.value)
-    assert model.count.item() == 1  # the caller's module saw one call
+
+
+class FirstCall(nn.Module):
+    """Doubles its output on the first call only, which it remembers in an attribute it creates."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = 3.0 if hasattr(self, "called") else 2.0
+        self.called = True
+        return self.linear(x) * scale
+
+
+def test_an_attribute_the_call_creates_is_a_change_to_re_run_before() -> None:
+    """A plain attribute that appears during the call is state the call changed: re-runs start
+    from before it existed, so eager re-run reproduces eager and the compiler is blamed."""
+    model = FirstCall()
+    _blames_the_compiler(model)
+    assert model.called
