@@ -253,16 +253,20 @@ class _Comparer:
         self._settled: dict[str, _Settled] = {}  # plain verdicts of the tensor leaves, by name
 
     def settle_plainly(self, eager: SideResult, compiled: SideResult) -> None:
-        """Judge every tensor leaf both sides hold alike by the plain tolerance at once.
+        """Judge every tensor leaf both sides hold alike by the plain tolerance at once, where
+        reading a value waits for a device.
 
-        Reading a verdict off the device is a host sync (slow on CUDA, where the device must
-        drain its queue); one per leaf made a passing call's comparison cost more than its
-        kernels. `_values` then takes the verdicts from here."""
+        Reading a verdict off a GPU is a host sync (the device must drain its queue); one per
+        leaf made a passing call's comparison cost more than its kernels. On the CPU a read
+        costs nothing, and leaf by leaf (torch.equal first) is fewer ops. `_values` then takes
+        the verdicts from here."""
+        if not any(_reads_wait(t) for t in _tensors(eager)):
+            return
         found, given = _index(eager), _index(compiled)
         pairs = [
             (name, given[name].detach(), e.detach(), *self.options.tolerances(e.dtype))
             for name, e in found.items()
-            if _plain_pair(e, given.get(name))
+            if _reads_wait(e) and _plain_pair(e, given.get(name))
         ]
         self._settled = {
             name: _Settled(c, e, rtol, atol, verdict)
@@ -854,6 +858,22 @@ class _Settled:
     def judges(self, c: Tensor, e: Tensor, rtol: float, atol: float) -> bool:
         views = [(t.data_ptr(), t.shape, t.stride(), t.dtype) for t in (c, e, self.c, self.e)]
         return (rtol, atol) == (self.rtol, self.atol) and views[:2] == views[2:]
+
+
+def _reads_wait(t: Any) -> bool:
+    """Whether reading a value of `t` into Python waits for a device (not on the CPU)."""
+    return isinstance(t, Tensor) and t.device.type != "cpu"
+
+
+def _tensors(side: SideResult) -> Iterator[Tensor]:
+    """The side's tensors: in its output pytree, state after the call and gradients."""
+    pending = [side.output, *side.after.values(), *side.grads.values()]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, Tensor):
+            yield value
+        else:
+            pending += [child for _, child in _children(value) or []]
 
 
 def _plain_pair(e: Any, c: Any) -> bool:
