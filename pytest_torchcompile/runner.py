@@ -72,14 +72,14 @@ class ParityResult:
 # --- copies -----------------------------------------------------------------------------------
 
 
-def _leaves(tree: Any) -> Iterator[Any]:
+def leaves(tree: Any) -> Iterator[Any]:
     """Tensors and modules directly inside tuples, lists and dicts (where inputs usually sit)."""
     if isinstance(tree, (tuple, list)):
         for item in tree:
-            yield from _leaves(item)
+            yield from leaves(item)
     elif isinstance(tree, dict):
         for item in tree.values():
-            yield from _leaves(item)
+            yield from leaves(item)
     else:
         yield tree
 
@@ -95,7 +95,7 @@ def clone_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
     UncopyableInputError naming it.
     """
     memo = {} if memo is None else memo
-    for leaf in _leaves(tree):
+    for leaf in leaves(tree):
         if not isinstance(leaf, torch.Tensor) or id(leaf) in memo:
             continue
         if leaf.layout != torch.strided:
@@ -231,7 +231,7 @@ def nudged_tree(tree: Any) -> Any:
 
 
 def _tensors_within(tree: Any) -> Iterator[torch.Tensor]:
-    for leaf in _leaves(tree):
+    for leaf in leaves(tree):
         if isinstance(leaf, torch.Tensor):
             yield leaf
         elif isinstance(leaf, torch.nn.Module):
@@ -390,7 +390,7 @@ def _state_after(
     if module is not None:
         state.update(_module_state(module, ""))
     for name, value in _named_inputs(args, kwargs):
-        for position, leaf in enumerate(_leaves(value)):
+        for position, leaf in enumerate(leaves(value)):
             label = name if leaf is value else f"{name}[{position}]"
             if isinstance(leaf, torch.Tensor):
                 state[f"{label} after the call"] = leaf.detach()
@@ -600,12 +600,15 @@ def _nothing() -> Iterator[None]:
 
 
 @dataclass
-class _RngState:
+class RngState:
+    """The global CPU and CUDA generators' states: restored before each run of a call, so every
+    run (eager, compiled, re-runs, triage's replays) draws the same random numbers."""
+
     cpu: torch.Tensor
     cuda: list[torch.Tensor] | None
 
     @classmethod
-    def capture(cls) -> _RngState:
+    def capture(cls) -> RngState:
         cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None  # type: ignore[no-untyped-call]
         return cls(torch.random.get_rng_state(), cuda)
 
@@ -698,7 +701,7 @@ class Checker:
     def _copies_of_modules(self, tree: Any) -> dict[int, Any]:
         """A deepcopy memo mapping each module among the inputs, and its state, to its copy."""
         memo: dict[int, Any] = {}
-        for leaf in _leaves(tree):
+        for leaf in leaves(tree):
             if isinstance(leaf, torch.nn.Module):
                 copied, _ = self._module_copy(leaf)
                 memo[id(leaf)] = copied
@@ -753,7 +756,7 @@ class Checker:
         # hold the same plain attributes under the same names.
         watch = _Watch.of(_state_after(*snapshot_of))
         backward = self.settings.backward
-        rng = _RngState.capture()
+        rng = RngState.capture()
         shared = self._shared_containers(fn)
         before = shared.snapshot()
         compiled_result, changed, copies = self._run_compiled(fn, args, kwargs, watch)
@@ -778,7 +781,7 @@ class Checker:
         eager_result = _run_side(eager_side, backward, _nothing)
         moved = watch.changed(_state_left(eager_result, eager_side)) if pristine is None else []
         _with_containers(eager_result, shared)
-        after_eager = _RngState.capture()
+        after_eager = RngState.capture()
         left_by_eager = shared.snapshot()
 
         def rerun(
@@ -957,7 +960,7 @@ class Checker:
         raise exc
 
     def _note_devices(self, fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-        tensors = [leaf for leaf in _leaves((args, dict(kwargs))) if isinstance(leaf, torch.Tensor)]
+        tensors = [leaf for leaf in leaves((args, dict(kwargs))) if isinstance(leaf, torch.Tensor)]
         if isinstance(fn, torch.nn.Module):
             first = next(fn.parameters(), None)  # not list(...): that walks every parameter
             tensors += [first] if first is not None else []
