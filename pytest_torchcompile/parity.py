@@ -260,7 +260,9 @@ class _Comparer:
         leaf made a passing call's comparison cost more than its kernels. On the CPU a read
         costs nothing, and leaf by leaf (torch.equal first) is fewer ops. `_values` then takes
         the verdicts from here."""
-        if not any(_reads_wait(t) for t in _tensors(eager)):
+        # A call's tensors share a device as a rule; in a mixed call whose first tensor found
+        # is on the CPU, leaves are read one by one: slower on the GPU, the same verdicts.
+        if not _reads_wait(next(_tensors(eager), None)):
             return
         found, given = _index(eager), _index(compiled)
         pairs = [
@@ -866,7 +868,8 @@ def _reads_wait(t: Any) -> bool:
 
 
 def _tensors(side: SideResult) -> Iterator[Tensor]:
-    """The side's tensors: in its output pytree, state after the call and gradients."""
+    """The side's tensors: in its output pytree, state after the call and gradients (these
+    first: most are tensors)."""
     pending = [side.output, *side.after.values(), *side.grads.values()]
     while pending:
         value = pending.pop()
