@@ -163,14 +163,15 @@ class Unfaithful(parity.RerunUnavailable):
     """A re-run could not rebuild the call exactly, so the rule that needed it is not applied."""
 
 
-def upcast_tree(tree: Any) -> Any:
+def upcast_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
     """A copy with floating tensors and modules in float64 (complex in complex128), for the reference.
 
     Each floating storage is upcast once and every tensor on it becomes a view of that one
     float64 storage with its own sizes, strides and offset: inputs that alias each other or a
-    module's parameters alias in the reference run too, as they did in the real call.
+    module's parameters alias in the reference run too, as they did in the real call. `memo` is
+    clone_tree's.
     """
-    copied = clone_tree(tree)
+    copied = clone_tree(tree, memo)
     upcast: dict[tuple[int, int], tuple[torch.dtype, torch.Tensor]] = {}
 
     def tensor(t: torch.Tensor) -> torch.Tensor:
@@ -205,14 +206,14 @@ def upcast_tree(tree: Any) -> Any:
     return convert(copied)
 
 
-def nudged_tree(tree: Any) -> Any:
+def nudged_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
     """A copy with every floating value moved by -1, 0 or +1 unit in the last place, at random.
 
     Eager on this copy shows how far rounding-level changes move the result: the noise floor a
     correct compiler cannot be held below. Storages are nudged once each, so views and aliases
-    of one storage stay consistent.
+    of one storage stay consistent. `memo` is clone_tree's.
     """
-    copied = clone_tree(tree)
+    copied = clone_tree(tree, memo)
     generator = torch.Generator().manual_seed(COTANGENT_SEED)
     seen: set[int] = set()
     with torch.no_grad():
@@ -309,6 +310,71 @@ class _Copies:
     def changed(self) -> bool:
         """Whether the compiled call wrote, re-flagged or gave a .grad to any copy."""
         return len(self.unchanged()) < len(self._copies)
+
+    def written(self) -> set[int]:
+        """Ids of the caller's tensors whose copies the compiled call changed."""
+        return self._copies.keys() - self.unchanged().keys()
+
+    def originals(self) -> set[int]:
+        """Ids of every caller's tensor that has a copy."""
+        return set(self._copies)
+
+
+@dataclass(frozen=True)
+class _Before:
+    """The call's state before it ran, for re-runs, kept as cheaply as the compiled run allows.
+
+    Taken after the compiled run and before eager's, while the caller's objects still hold it:
+    nothing when the compiled run changed nothing in place (re-runs copy the caller's objects);
+    copies of just the tensors it wrote when those are the caller's parameters, buffers or
+    input tensors (re-runs copy the caller's objects with those replaced: no deep copy of the
+    module's structure on every call that updates a running statistic); else a snapshot of
+    the whole call, sharing each tensor the compiled run left as it found it.
+    """
+
+    snapshot: Any  # (module, args, kwargs) as they were, or None
+    written: dict[int, torch.Tensor]  # id of a caller tensor -> a copy of it before the call
+    kept: frozenset[tuple[Any, ...]] = frozenset()  # _view_key of each of those caller tensors
+
+    @classmethod
+    def take(cls, call: Any, copies: _Copies, attributes_moved: bool) -> _Before:
+        if not attributes_moved and not copies.changed():
+            return cls(None, {})
+        originals = {id(t): t for t in _tensors_within(call)}
+        # Only where every copied tensor is one of these (none inside other objects), so that
+        # each tensor sharing memory with a written one is kept with it, aliasing and all.
+        nameable = not attributes_moved and copies.originals() <= originals.keys()
+        written = [originals[i] for i in copies.written()] if nameable else []
+        if not nameable or any(t.layout != torch.strided for t in written):
+            return cls(clone_tree(call, copies.unchanged()), {})
+        storages = {t.untyped_storage().data_ptr() for t in written}
+        shared = {
+            i: t
+            for i, t in originals.items()
+            if t.layout == torch.strided and t.untyped_storage().data_ptr() in storages
+        }
+        return cls(None, clone_tree(shared), frozenset(_view_key(t) for t in shared.values()))
+
+    def copy(self, call: Any, copier: Callable[[Any, dict[int, Any]], Any]) -> Any:
+        """A fresh copy of the call as it was, made by `copier` (clone_tree, upcast_tree...)."""
+        if self.snapshot is not None:
+            return copier(self.snapshot, {})
+        return copier(call, clone_tree(self.written))  # fresh: a re-run may write them
+
+    def lacks(self, watch: _Watch, now: Mapping[str, Any]) -> list[str]:
+        """What eager changed (`now`: its state after the call) whose earlier state is not kept,
+        so re-runs cannot start from it; nothing when the whole call is."""
+        if self.snapshot is not None:
+            return []
+        return watch.changed(now, self._keeps)
+
+    def _keeps(self, t: torch.Tensor) -> bool:
+        return bool(self.kept) and t.layout == torch.strided and _view_key(t) in self.kept
+
+
+def _view_key(t: torch.Tensor) -> tuple[Any, ...]:
+    """What makes two tensor objects the same view of the same memory."""
+    return (t.untyped_storage().data_ptr(), t.storage_offset(), t.shape, t.stride(), t.dtype)
 
 
 @dataclass(frozen=True)
@@ -428,13 +494,16 @@ class _Watch:
         }
         return cls(tensors, plain)
 
-    def changed(self, now: Mapping[str, Any]) -> list[str]:
+    def changed(
+        self, now: Mapping[str, Any], kept: Callable[[torch.Tensor], bool] = lambda t: False
+    ) -> list[str]:
         """Names of what changed since the watch was taken; `now` is `_state_after` of the same
-        objects after the call (it also names plain attributes the call created)."""
+        objects after the call (it also names plain attributes the call created). Tensors
+        whose earlier value is `kept` elsewhere are left out."""
         moved = [
             name
             for name, t, version in self.versions
-            if version is None or _compat.version_counter(t) != version
+            if (version is None or _compat.version_counter(t) != version) and not kept(t)
         ]
         return moved + self.attributes_changed(now)
 
@@ -759,7 +828,7 @@ class Checker:
         rng = RngState.capture()
         shared = self._shared_containers(fn)
         before = shared.snapshot()
-        compiled_result, changed, copies = self._run_compiled(fn, args, kwargs, watch)
+        compiled_result, attributes_moved, copies = self._run_compiled(fn, args, kwargs, watch)
         limit_hit = compiled_result.exception is not None and _compat.is_recompile_limit_error(
             compiled_result.exception
         )
@@ -767,25 +836,24 @@ class Checker:
             self._start_fresh_cache()
             rng.restore()
             shared.restore(before)
-            compiled_result, changed_again, copies = self._run_compiled(fn, args, kwargs, watch)
-            changed = changed or changed_again
-        # Re-runs need the call as it was, and the caller's objects hold that until eager runs.
-        # A call that changes nothing in place needs no copy: re-runs copy the caller's objects,
-        # which the watch shows eager left unchanged. One that does is snapshotted now, sharing
-        # each tensor whose compiled-side copy the call left as it found it.
-        pristine = clone_tree(snapshot_of, copies.unchanged()) if changed else None
+            compiled_result, moved_again, copies = self._run_compiled(fn, args, kwargs, watch)
+            attributes_moved = attributes_moved or moved_again
+        # Re-runs need the call as it was, and the caller's objects hold that until eager runs:
+        # keep what the compiled run shows the call changes. Anything else eager changes, the
+        # watch sees, and re-runs refuse.
+        pristine = _Before.take(snapshot_of, copies, attributes_moved)
         _with_containers(compiled_result, shared)
         shared.restore(before)  # the eager run starts from the state the compiled one did
         rng.restore()
         eager_side = _Side(fn, module, args, dict(kwargs))
         eager_result = _run_side(eager_side, backward, _nothing)
-        moved = watch.changed(_state_left(eager_result, eager_side)) if pristine is None else []
+        moved = pristine.lacks(watch, _state_left(eager_result, eager_side))
         _with_containers(eager_result, shared)
         after_eager = RngState.capture()
         left_by_eager = shared.snapshot()
 
         def rerun(
-            copier: Callable[[Any], Any], around: Callable[[], Any] = _nothing
+            copier: Callable[[Any, dict[int, Any]], Any], around: Callable[[], Any] = _nothing
         ) -> Callable[[], parity.SideResult]:
             def run() -> parity.SideResult:
                 if moved:
@@ -793,9 +861,7 @@ class Checker:
                         f"eager changed {', '.join(moved)} in place where the compiled run did "
                         "not, so there is no copy of the state before the call"
                     )
-                ref_module, ref_args, ref_kwargs = copier(
-                    snapshot_of if pristine is None else pristine
-                )
+                ref_module, ref_args, ref_kwargs = pristine.copy(snapshot_of, copier)
                 call = ref_module if ref_module is not None else fn
                 rng.restore()
                 shared.restore(before)
@@ -850,8 +916,9 @@ class Checker:
         watch: _Watch,
     ) -> tuple[parity.SideResult, bool, _Copies]:
         """The compiled side, on copies of the caller's inputs and modules (left untouched);
-        whether it changed any of them in place; and the copies, to share untouched ones.
-        `watch` is the caller's state before the call, which the copies start from."""
+        whether it changed (or created) a plain attribute of theirs; and the copies, which show
+        the tensors it changed. `watch` is the caller's state before the call, which the
+        copies start from."""
         entry = self._compiled_for(fn)
         memo = self._copies_of_modules((args, dict(kwargs)))
         # Shaped as (module, args, kwargs), so an uncopyable input is named as the input it is.
@@ -874,8 +941,7 @@ class Checker:
         result = _run_side(side, self.settings.backward, around)
         # The copies' tensors are watched by their marks; their plain attributes by the
         # caller's, which they were synced from.
-        changed = copies.changed() or bool(watch.attributes_changed(_state_left(result, side)))
-        return result, changed, copies
+        return result, bool(watch.attributes_changed(_state_left(result, side))), copies
 
     def _start_fresh_cache(self) -> None:
         """Hypothesis examples filled Dynamo's cache up to its recompile limit: start a new one.
