@@ -302,9 +302,11 @@ class _Copies:
         """A clone_tree memo: each caller tensor whose copy the compiled call did not touch.
         Read after the call (and kept: the copies are not run again)."""
         if self._unchanged is None:
-            self._unchanged = {
-                key: t for key, t in self._copies.items() if self._marks[key].same(_Mark.of(t))
-            }
+            same = {key: t for key, t in self._copies.items() if self._marks[key].same(_Mark.of(t))}
+            # Views that deepcopy rebuilt do not share a version counter: a copy whose memory
+            # a written copy shares was written through it.
+            written = {_memory(t) for key, t in self._copies.items() if key not in same}
+            self._unchanged = {key: t for key, t in same.items() if _memory(t) not in written}
         return self._unchanged
 
     def changed(self) -> bool:
@@ -370,6 +372,11 @@ class _Before:
 
     def _keeps(self, t: torch.Tensor) -> bool:
         return bool(self.kept) and t.layout == torch.strided and _view_key(t) in self.kept
+
+
+def _memory(t: torch.Tensor) -> int | None:
+    """The address of a strided tensor's storage (None for sparse and other layouts)."""
+    return t.untyped_storage().data_ptr() if t.layout == torch.strided else None
 
 
 def _view_key(t: torch.Tensor) -> tuple[Any, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -113,3 +114,15 @@ def test_a_re_run_refuses_state_only_eager_wrote() -> None:
     message = str(failure.value)
     assert "buffer 'count': values are not close" in message
     assert "eager changed buffer 'count' in place where the compiled run did not" in message
+
+
+def test_a_copy_written_through_an_aliasing_copy_counts_as_written() -> None:
+    """deepcopy rebuilds views with their own version counters: writing one copy leaves the
+    other's counter alone, but not its memory, so it is not shared as untouched."""
+    base = torch.ones(6)
+    x, y = base[:4], base[2:]
+    x_copy, y_copy = copy.deepcopy((x, y))
+    copies = runner._Copies({id(x): x_copy, id(y): y_copy})
+    x_copy.mul_(2)
+    assert copies.written() == {id(x), id(y)}
+    assert copies.unchanged() == {}
