@@ -47,8 +47,12 @@ def main() -> None:
     parser.add_argument("before")
     parser.add_argument("after", nargs="?", default=".")
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("overhead_args", nargs="*", help="after --: arguments for overhead.py")
-    options = parser.parse_args()
+    parser.epilog = "Arguments after -- go to overhead.py."
+    # Split at "--" here: argparse gives positionals after it to `after` or refuses them.
+    argv = sys.argv[1:]
+    split = argv.index("--") if "--" in argv else len(argv)
+    options = parser.parse_args(argv[:split])
+    options.overhead_args = argv[split + 1 :]
     revisions = [options.before, options.after]
     # (revision, model) -> [(hand ms, plugin ms)] over rounds
     rows: dict[tuple[str, str], list[tuple[float, float]]] = {}

@@ -120,7 +120,8 @@ class Accountant:
         self._rerecords: list[str] = []  # CUDA graphs recorded again, with the reason
         self._recorded: set[tuple[str, str, str]] = set()  # (compile id, function, mode)
         self._cudagraph_skips: list[str] = []  # why Inductor ran a graph without CUDA graphs
-        self._module_label: str | None = None  # the module observe() is calling, if any
+        # The class of the module observe() is calling, if any; labelled only when it compiles.
+        self._module_class: type[torch.nn.Module] | None = None
 
     # --- what the runner calls -------------------------------------------------------------------
 
@@ -144,7 +145,7 @@ class Accountant:
         if self._depth:
             yield
             return
-        self._module_label = _module_label(module) if module is not None else None
+        self._module_class = type(module) if module is not None else None
         self._depth += 1
         self._observed += 1
         self._fallbacks_before_call = set(self._fallbacks)
@@ -275,8 +276,8 @@ class Accountant:
             root = _root_of(event.code_name, event.filename)
             if not _RESUME.match(event.code_name):
                 self._root_labels[root] = _frame_label(root[1], event.filename, event.firstlineno)
-                if self._module_label and not _is_user_file(event.filename):
-                    self._root_labels[root] = self._module_label
+                if self._module_class and not _is_user_file(event.filename):
+                    self._root_labels[root] = _module_label(self._module_class)
             self._frame_labels[event.frame_id] = self._root_labels.get(
                 root, _frame_label(root[1], event.filename, None)
             )
@@ -358,13 +359,14 @@ def _is_user_file(filename: str) -> bool:
     return not _paths.is_under(filename, _paths.TORCH_AND_STDLIB)
 
 
-def _module_label(module: torch.nn.Module) -> str:
-    """The label of a module's forward, e.g. Block.forward (models.py:12), for its wrapper frame."""
-    forward = type(module).forward
-    code = getattr(forward, "__code__", None)
+def _module_label(cls: type[torch.nn.Module]) -> str:
+    """The label of a module's forward, e.g. Block.forward (models.py:12), for its wrapper frame.
+    Made only when a frame compiles (paths relative to the working directory cost a warm call
+    more than the rest of observe())."""
+    code = getattr(cls.forward, "__code__", None)
     if code is None:
-        return f"{type(module).__name__}.forward"
-    return _frame_label(f"{type(module).__name__}.forward", code.co_filename, code.co_firstlineno)
+        return f"{cls.__name__}.forward"
+    return _frame_label(f"{cls.__name__}.forward", code.co_filename, code.co_firstlineno)
 
 
 def _frame_label(name: str, filename: str, firstlineno: int | None) -> str:

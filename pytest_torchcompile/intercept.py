@@ -28,7 +28,7 @@ import torch
 from pytest_torchcompile import _compat
 from pytest_torchcompile.errors import CompileParityFailure, ParityError
 from pytest_torchcompile.records import ModuleCallRecord
-from pytest_torchcompile.runner import Checker, _RngState, clone_tree, isolated, sync_module
+from pytest_torchcompile.runner import Checker, RngState, clone_tree, isolated, sync_module
 from pytest_torchcompile.settings import Settings
 
 _REASON_LIMIT = 200  # characters of an exception kept in a skip reason
@@ -138,13 +138,13 @@ class Interceptor:
         except Exception as exc:  # the snapshot failed: the test's call runs as written
             self._count(name, "skipped", f"cannot snapshot the call: {_text(exc)}")
             return self._plain(module, args, kwargs)
-        before = _RngState.capture()
+        before = RngState.capture()
         try:
             output = self._plain(module, args, kwargs)
         except BaseException as exc:
             self._count(name, "skipped", f"the call raised {type(exc).__name__}: not replayed")
             raise
-        after = _RngState.capture()
+        after = RngState.capture()
         before.restore()
         try:
             self._check(number, name, signature, stand_in, inputs)

@@ -203,6 +203,7 @@ def compare(
     comparer = _Comparer(options, reference, eager_again, perturbed, noise_base)
     note = comparer.exceptions(eager, compiled)
     if eager.exception is None and compiled.exception is None:
+        comparer.settle_plainly(eager, compiled)
         comparer.walk("output", eager.output, compiled.output, "output")
         comparer.sections(eager.after, compiled.after, "after")
         comparer.sections(eager.grads, compiled.grads, "grad")
@@ -257,6 +258,41 @@ class _Comparer:
         self.perturbed = _Rerun(perturbed)
         self.noise_base = _Rerun(noise_base)
         self.leaves: list[LeafComparison] = []
+        self._settled: dict[str, _Settled] = {}  # plain verdicts of the tensor leaves, by name
+
+    def settle_plainly(self, eager: SideResult, compiled: SideResult) -> None:
+        """Judge every tensor leaf both sides hold alike by the plain tolerance at once, where
+        reading a value waits for a device.
+
+        Reading a verdict off a GPU is a host sync (the device must drain its queue); one per
+        leaf made a passing call's comparison cost more than its kernels. On the CPU a read
+        costs nothing, and leaf by leaf (torch.equal first) is fewer ops. `_values` then takes
+        the verdicts from here."""
+        # A call's tensors share a device as a rule; in a mixed call whose first tensor found
+        # is on the CPU, leaves are read one by one: slower on the GPU, the same verdicts.
+        if not _reads_wait(next(_tensors(eager), None)):
+            return
+        found, given = _index(eager), _index(compiled)
+        pairs = [
+            (name, given[name].detach(), e.detach(), *self.options.tolerances(e.dtype))
+            for name, e in found.items()
+            if _reads_wait(e) and _plain_pair(e, given.get(name))
+        ]
+        self._settled = {
+            name: _Settled(c, e, rtol, atol, verdict)
+            for (name, c, e, rtol, atol), verdict in zip(
+                pairs, _plainly_close_all([pair[1:] for pair in pairs]), strict=True
+            )
+        }
+
+    def _plainly_close(
+        self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
+    ) -> tuple[float, float] | None:
+        """`_plainly_close`, read from `settle_plainly`'s verdicts where they hold this leaf."""
+        settled = self._settled.get(name)
+        if settled is not None and settled.judges(c, e, rtol, atol):
+            return settled.verdict
+        return _plainly_close(c, e, rtol, atol)
 
     # -- exceptions --
 
@@ -315,7 +351,7 @@ class _Comparer:
             self._tensor(name, e, c, section)
         elif type(e) is not type(c):
             self._fail(name, _kind_mismatch(name, e, c, section), section, eager_value=e)
-        elif isinstance(e, float | complex):
+        elif isinstance(e, float | complex) and e != c:  # equal ones (most) need no tensors
             wide = torch.float64 if isinstance(e, float) else torch.complex128
             e_t, c_t = torch.tensor(e, dtype=wide), torch.tensor(c, dtype=wide)
             self._values(name, e_t, c_t, [], section)
@@ -349,7 +385,7 @@ class _Comparer:
 
     def _values(self, name: str, e: Tensor, c: Tensor, problems: list[str], section: str) -> None:
         rtol, atol = self.options.tolerances(e.dtype)
-        passed = None if problems else _plainly_close(c, e, rtol, atol)
+        passed = None if problems else self._plainly_close(name, c, e, rtol, atol)
         if passed is None and not problems and self.options.rtol is None and _is_inexact(e):
             # Within reduction-order noise of eager: the reference rule would pass it (with r the
             # reference, |c - r| <= |c - e| + |e - r|), so no re-run is needed to say so.
@@ -798,7 +834,96 @@ def _plainly_close(c: Tensor, e: Tensor, rtol: float, atol: float) -> tuple[floa
         return 0.0, 0.0  # NaN never equals NaN here unless c is e, where the scan passes too
     if not _is_inexact(e):
         return None
-    verdicts = []
+    return _verdict(*_closeness(c, e, rtol, atol).tolist())
+
+
+def _plainly_close_all(
+    pairs: list[tuple[Tensor, Tensor, float, float]],
+) -> list[tuple[float, float] | None]:
+    """`_plainly_close` of many (c, e, rtol, atol), with two host syncs per device in all.
+
+    First which leaves differ at all (most state a call leaves alone is equal), then the fused
+    verdict of the inexact ones that do; exact dtypes that differ are the scan's to judge.
+    """
+    differs = _read_all([(c != e).any() for c, e, _, _ in pairs])
+    verdicts: list[tuple[float, float] | None] = [None if d else (0.0, 0.0) for d in differs]
+    inexact = [i for i, d in enumerate(differs) if d and _is_inexact(pairs[i][1])]
+    for i, row in zip(inexact, _read_all([_closeness(*pairs[i]) for i in inexact]), strict=True):
+        verdicts[i] = _verdict(*row)
+    return verdicts
+
+
+def _read_all(values: list[Tensor]) -> list[Any]:
+    """Each tensor's value as Python numbers, with one host sync per device."""
+    by_device: dict[torch.device, list[int]] = {}
+    for i, value in enumerate(values):
+        by_device.setdefault(value.device, []).append(i)
+    read: list[Any] = [None] * len(values)
+    for indices in by_device.values():
+        stacked = torch.stack([values[i].to(torch.float64) for i in indices]).tolist()
+        for i, value in zip(indices, stacked, strict=True):
+            read[i] = value
+    return read
+
+
+@dataclass(frozen=True)
+class _Settled:
+    """A leaf's plain verdict, computed ahead, and the exact pair and tolerances it was for."""
+
+    c: Tensor
+    e: Tensor
+    rtol: float
+    atol: float
+    verdict: tuple[float, float] | None
+
+    def judges(self, c: Tensor, e: Tensor, rtol: float, atol: float) -> bool:
+        views = [(t.data_ptr(), t.shape, t.stride(), t.dtype) for t in (c, e, self.c, self.e)]
+        return (rtol, atol) == (self.rtol, self.atol) and views[:2] == views[2:]
+
+
+def _reads_wait(t: Any) -> bool:
+    """Whether reading a value of `t` into Python waits for a device (not on the CPU)."""
+    return isinstance(t, Tensor) and t.device.type != "cpu"
+
+
+def _tensors(side: SideResult) -> Iterator[Tensor]:
+    """The side's tensors: in its output pytree, state after the call and gradients (these
+    first: most are tensors)."""
+    pending = [side.output, *side.after.values(), *side.grads.values()]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, Tensor):
+            yield value
+        else:
+            pending += [child for _, child in _children(value) or []]
+
+
+def _plain_pair(e: Any, c: Any) -> bool:
+    """Both plain dense tensors alike in shape, dtype and device: comparable value by value."""
+    return (
+        type(e) in _PLAIN_TENSORS
+        and type(c) in _PLAIN_TENSORS
+        and e.layout == c.layout == torch.strided
+        and not (e.is_quantized or c.is_quantized)
+        and (e.shape, e.dtype, e.device) == (c.shape, c.dtype, c.device)
+        and e.dtype != torch.complex32  # no kernel compares it: left to _plainly_close
+    )
+
+
+_PLAIN_TENSORS = (Tensor, torch.nn.Parameter)  # not subclasses, whose storage may be elsewhere
+
+
+def _verdict(far: float, max_abs: float, max_rel: float) -> tuple[float, float] | None:
+    # A NaN or infinity on either side makes some diff NaN or inf, and so max_abs.
+    if far or not math.isfinite(max_abs):
+        return None
+    return max_abs, max_rel
+
+
+def _closeness(c: Tensor, e: Tensor, rtol: float, atol: float) -> Tensor:
+    """[far, max_abs, max_rel] of compiled against eager in float64 on their device, unread:
+    far is 1 where some element is outside atol + rtol * |e| or not finite."""
+    verdicts = [torch.zeros(3, dtype=torch.float64, device=e.device)]  # an empty leaf is equal
     for _, (x, y) in _chunks(c, e):
         # In place where a temporary is the checker's own, so at most three chunk-sized
         # float64 temporaries are alive at once.
@@ -812,11 +937,7 @@ def _plainly_close(c: Tensor, e: Tensor, rtol: float, atol: float) -> tuple[floa
         max_abs = diff.amax()
         rel = diff.div_(magnitude).masked_fill_(magnitude == 0, 0.0)
         verdicts.append(torch.stack([far.to(rel.dtype), max_abs, rel.amax()]))
-    far, max_abs, max_rel = torch.stack(verdicts).amax(0).tolist()
-    # A NaN or infinity on either side makes some diff NaN or inf, and so max_abs.
-    if far or not math.isfinite(max_abs):
-        return None
-    return max_abs, max_rel
+    return torch.stack(verdicts).amax(0)
 
 
 def _scan(

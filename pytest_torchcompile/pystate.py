@@ -55,6 +55,23 @@ def plain_attributes(obj: Any) -> dict[str, Any]:
     }
 
 
+def copy_plain(value: Any) -> Any:
+    """A copy of a plain value that later writes to the original cannot reach.
+
+    Scalars, and tuples and frozensets of them, are their own copy: deepcopy would only spend
+    time (most module attributes are flags, sizes and tuples of sizes).
+    """
+    return value if _immutable(value) else copy.deepcopy(value)
+
+
+def _immutable(value: Any, depth: int = 0) -> bool:
+    if type(value) in _SCALARS:
+        return True
+    if isinstance(value, (tuple, frozenset)) and depth < 4:
+        return all(_immutable(item, depth + 1) for item in value)
+    return False
+
+
 class SharedContainers:
     """The mutable containers a callable can reach, by a name the user recognises."""
 

@@ -72,14 +72,14 @@ class ParityResult:
 # --- copies -----------------------------------------------------------------------------------
 
 
-def _leaves(tree: Any) -> Iterator[Any]:
+def leaves(tree: Any) -> Iterator[Any]:
     """Tensors and modules directly inside tuples, lists and dicts (where inputs usually sit)."""
     if isinstance(tree, (tuple, list)):
         for item in tree:
-            yield from _leaves(item)
+            yield from leaves(item)
     elif isinstance(tree, dict):
         for item in tree.values():
-            yield from _leaves(item)
+            yield from leaves(item)
     else:
         yield tree
 
@@ -95,7 +95,7 @@ def clone_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
     UncopyableInputError naming it.
     """
     memo = {} if memo is None else memo
-    for leaf in _leaves(tree):
+    for leaf in leaves(tree):
         if not isinstance(leaf, torch.Tensor) or id(leaf) in memo:
             continue
         if leaf.layout != torch.strided:
@@ -163,14 +163,15 @@ class Unfaithful(parity.RerunUnavailable):
     """A re-run could not rebuild the call exactly, so the rule that needed it is not applied."""
 
 
-def upcast_tree(tree: Any) -> Any:
+def upcast_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
     """A copy with floating tensors and modules in float64 (complex in complex128), for the reference.
 
     Each floating storage is upcast once and every tensor on it becomes a view of that one
     float64 storage with its own sizes, strides and offset: inputs that alias each other or a
-    module's parameters alias in the reference run too, as they did in the real call.
+    module's parameters alias in the reference run too, as they did in the real call. `memo` is
+    clone_tree's.
     """
-    copied = clone_tree(tree)
+    copied = clone_tree(tree, memo)
     upcast: dict[tuple[int, int], tuple[torch.dtype, torch.Tensor]] = {}
 
     def tensor(t: torch.Tensor) -> torch.Tensor:
@@ -205,14 +206,14 @@ def upcast_tree(tree: Any) -> Any:
     return convert(copied)
 
 
-def nudged_tree(tree: Any) -> Any:
+def nudged_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
     """A copy with every floating value moved by -1, 0 or +1 unit in the last place, at random.
 
     Eager on this copy shows how far rounding-level changes move the result: the noise floor a
     correct compiler cannot be held below. Storages are nudged once each, so views and aliases
-    of one storage stay consistent.
+    of one storage stay consistent. `memo` is clone_tree's.
     """
-    copied = clone_tree(tree)
+    copied = clone_tree(tree, memo)
     generator = torch.Generator().manual_seed(COTANGENT_SEED)
     seen: set[int] = set()
     with torch.no_grad():
@@ -231,7 +232,7 @@ def nudged_tree(tree: Any) -> Any:
 
 
 def _tensors_within(tree: Any) -> Iterator[torch.Tensor]:
-    for leaf in _leaves(tree):
+    for leaf in leaves(tree):
         if isinstance(leaf, torch.Tensor):
             yield leaf
         elif isinstance(leaf, torch.nn.Module):
@@ -260,7 +261,7 @@ def sync_module(source: torch.nn.Module, target: torch.nn.Module) -> None:
         for name, src in source_modules.items():
             dst = target_modules[name]
             for attr, value in pystate.plain_attributes(src).items():
-                setattr(dst, attr, copy.deepcopy(value))
+                setattr(dst, attr, pystate.copy_plain(value))
             for kind in ("_parameters", "_buffers"):
                 src_tensors, dst_tensors = getattr(src, kind), getattr(dst, kind)
                 if src_tensors.keys() != dst_tensors.keys():
@@ -295,10 +296,92 @@ class _Copies:
     def __init__(self, memo: Mapping[int, Any]) -> None:
         self._copies = {key: t for key, t in memo.items() if isinstance(t, torch.Tensor)}
         self._marks = {key: _Mark.of(t) for key, t in self._copies.items()}
+        self._unchanged: dict[int, Any] | None = None
 
     def unchanged(self) -> dict[int, Any]:
-        """A clone_tree memo: each caller tensor whose copy the compiled call did not touch."""
-        return {key: t for key, t in self._copies.items() if self._marks[key].same(_Mark.of(t))}
+        """A clone_tree memo: each caller tensor whose copy the compiled call did not touch.
+        Read after the call (and kept: the copies are not run again)."""
+        if self._unchanged is None:
+            same = {key: t for key, t in self._copies.items() if self._marks[key].same(_Mark.of(t))}
+            # Views that deepcopy rebuilt do not share a version counter: a copy whose memory
+            # a written copy shares was written through it.
+            written = {_memory(t) for key, t in self._copies.items() if key not in same}
+            self._unchanged = {key: t for key, t in same.items() if _memory(t) not in written}
+        return self._unchanged
+
+    def changed(self) -> bool:
+        """Whether the compiled call wrote, re-flagged or gave a .grad to any copy."""
+        return len(self.unchanged()) < len(self._copies)
+
+    def written(self) -> set[int]:
+        """Ids of the caller's tensors whose copies the compiled call changed."""
+        return self._copies.keys() - self.unchanged().keys()
+
+    def originals(self) -> set[int]:
+        """Ids of every caller's tensor that has a copy."""
+        return set(self._copies)
+
+
+@dataclass(frozen=True)
+class _Before:
+    """The call's state before it ran, for re-runs, kept as cheaply as the compiled run allows.
+
+    Taken after the compiled run and before eager's, while the caller's objects still hold it:
+    nothing when the compiled run changed nothing in place (re-runs copy the caller's objects);
+    copies of just the tensors it wrote when those are the caller's parameters, buffers or
+    input tensors (re-runs copy the caller's objects with those replaced: no deep copy of the
+    module's structure on every call that updates a running statistic); else a snapshot of
+    the whole call, sharing each tensor the compiled run left as it found it.
+    """
+
+    snapshot: Any  # (module, args, kwargs) as they were, or None
+    written: dict[int, torch.Tensor]  # id of a caller tensor -> a copy of it before the call
+    kept: frozenset[tuple[Any, ...]] = frozenset()  # _view_key of each of those caller tensors
+
+    @classmethod
+    def take(cls, call: Any, copies: _Copies, attributes_moved: bool) -> _Before:
+        if not attributes_moved and not copies.changed():
+            return cls(None, {})
+        originals = {id(t): t for t in _tensors_within(call)}
+        # Only where every copied tensor is one of these (none inside other objects), so that
+        # each tensor sharing memory with a written one is kept with it, aliasing and all.
+        nameable = not attributes_moved and copies.originals() <= originals.keys()
+        written = [originals[i] for i in copies.written()] if nameable else []
+        if not nameable or any(t.layout != torch.strided for t in written):
+            return cls(clone_tree(call, copies.unchanged()), {})
+        storages = {t.untyped_storage().data_ptr() for t in written}
+        shared = {
+            i: t
+            for i, t in originals.items()
+            if t.layout == torch.strided and t.untyped_storage().data_ptr() in storages
+        }
+        return cls(None, clone_tree(shared), frozenset(_view_key(t) for t in shared.values()))
+
+    def copy(self, call: Any, copier: Callable[[Any, dict[int, Any]], Any]) -> Any:
+        """A fresh copy of the call as it was, made by `copier` (clone_tree, upcast_tree...)."""
+        if self.snapshot is not None:
+            return copier(self.snapshot, {})
+        return copier(call, clone_tree(self.written))  # fresh: a re-run may write them
+
+    def lacks(self, watch: _Watch, now: Mapping[str, Any]) -> list[str]:
+        """What eager changed (`now`: its state after the call) whose earlier state is not kept,
+        so re-runs cannot start from it; nothing when the whole call is."""
+        if self.snapshot is not None:
+            return []
+        return watch.changed(now, self._keeps)
+
+    def _keeps(self, t: torch.Tensor) -> bool:
+        return bool(self.kept) and t.layout == torch.strided and _view_key(t) in self.kept
+
+
+def _memory(t: torch.Tensor) -> int | None:
+    """The address of a strided tensor's storage (None for sparse and other layouts)."""
+    return t.untyped_storage().data_ptr() if t.layout == torch.strided else None
+
+
+def _view_key(t: torch.Tensor) -> tuple[Any, ...]:
+    """What makes two tensor objects the same view of the same memory."""
+    return (t.untyped_storage().data_ptr(), t.storage_offset(), t.shape, t.stride(), t.dtype)
 
 
 @dataclass(frozen=True)
@@ -380,7 +463,7 @@ def _state_after(
     if module is not None:
         state.update(_module_state(module, ""))
     for name, value in _named_inputs(args, kwargs):
-        for position, leaf in enumerate(_leaves(value)):
+        for position, leaf in enumerate(leaves(value)):
             label = name if leaf is value else f"{name}[{position}]"
             if isinstance(leaf, torch.Tensor):
                 state[f"{label} after the call"] = leaf.detach()
@@ -397,41 +480,48 @@ def _state_after(
 @dataclass
 class _Watch:
     """What a call may change in place, as it was before the call: tensors' version counters and
-    modules' and argument objects' plain attributes. Cheap to take: nothing is copied but plain
-    values, so a snapshot of the tensors is made only when a call turns out to change one."""
+    modules' and argument objects' plain attributes. Cheap to take: nothing is copied but mutable
+    plain values, so a snapshot of the tensors is made only when a call turns out to change one."""
 
     versions: list[tuple[str, torch.Tensor, int | None]]  # None: an inference tensor, uncounted
     attributes: dict[str, Any]
 
     @classmethod
-    def of(
-        cls, module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-    ) -> _Watch:
-        state = _state_after(module, args, kwargs)
+    def of(cls, state: Mapping[str, Any]) -> _Watch:
+        """The watch over `state`, as `_state_after` found it before the call."""
         tensors = [
             (name, t, _compat.version_counter(t))
             for name, t in state.items()
             if isinstance(t, torch.Tensor)
         ]
         plain = {
-            name: copy.deepcopy(v) for name, v in state.items() if not isinstance(v, torch.Tensor)
+            name: pystate.copy_plain(v)
+            for name, v in state.items()
+            if not isinstance(v, torch.Tensor)
         }
         return cls(tensors, plain)
 
     def changed(
-        self, module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self, now: Mapping[str, Any], kept: Callable[[torch.Tensor], bool] = lambda t: False
     ) -> list[str]:
-        """Names of what changed since the watch was taken."""
+        """Names of what changed since the watch was taken; `now` is `_state_after` of the same
+        objects after the call (it also names plain attributes the call created). Tensors
+        whose earlier value is `kept` elsewhere are left out."""
         moved = [
             name
             for name, t, version in self.versions
-            if version is None or _compat.version_counter(t) != version
+            if (version is None or _compat.version_counter(t) != version) and not kept(t)
         ]
-        now = _state_after(module, args, kwargs)
-        moved += [
-            name for name, value in self.attributes.items() if not _same(now.get(name), value)
+        return moved + self.attributes_changed(now)
+
+    def attributes_changed(self, now: Mapping[str, Any]) -> list[str]:
+        """Names of plain attributes that `now` holds otherwise than the watch, or newly."""
+        moved = [name for name, value in self.attributes.items() if not _same(now.get(name), value)]
+        return moved + [
+            name
+            for name, value in now.items()
+            if name not in self.attributes and not isinstance(value, torch.Tensor)
         ]
-        return moved
 
 
 def _same(a: Any, b: Any) -> bool:
@@ -546,6 +636,13 @@ def _run_side(side: _Side, backward: bool, around: Callable[[], Any]) -> parity.
     )
 
 
+def _state_left(result: parity.SideResult, side: _Side) -> dict[str, Any]:
+    """`_state_after` of a side that has run (walked again only where it raised)."""
+    if result.exception is None:
+        return result.after
+    return _state_after(side.module, side.args, side.kwargs)
+
+
 def _with_containers(result: parity.SideResult, shared: pystate.SharedContainers) -> None:
     """Add the shared containers as the side left them to what it changed."""
     if result.exception is None:
@@ -579,12 +676,15 @@ def _nothing() -> Iterator[None]:
 
 
 @dataclass
-class _RngState:
+class RngState:
+    """The global CPU and CUDA generators' states: restored before each run of a call, so every
+    run (eager, compiled, re-runs, triage's replays) draws the same random numbers."""
+
     cpu: torch.Tensor
     cuda: list[torch.Tensor] | None
 
     @classmethod
-    def capture(cls) -> _RngState:
+    def capture(cls) -> RngState:
         cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None  # type: ignore[no-untyped-call]
         return cls(torch.random.get_rng_state(), cuda)
 
@@ -677,7 +777,7 @@ class Checker:
     def _copies_of_modules(self, tree: Any) -> dict[int, Any]:
         """A deepcopy memo mapping each module among the inputs, and its state, to its copy."""
         memo: dict[int, Any] = {}
-        for leaf in _leaves(tree):
+        for leaf in leaves(tree):
             if isinstance(leaf, torch.nn.Module):
                 copied, _ = self._module_copy(leaf)
                 memo[id(leaf)] = copied
@@ -728,12 +828,14 @@ class Checker:
         self._note_devices(fn, args, kwargs)
         module = fn if isinstance(fn, torch.nn.Module) else None
         snapshot_of = (module, args, dict(kwargs))  # the call as made
-        watch = _Watch.of(*snapshot_of)
+        # One walk of the state before the call serves both sides: the compiled side's copies
+        # hold the same plain attributes under the same names.
+        watch = _Watch.of(_state_after(*snapshot_of))
         backward = self.settings.backward
-        rng = _RngState.capture()
+        rng = RngState.capture()
         shared = self._shared_containers(fn)
         before = shared.snapshot()
-        compiled_result, changed, copies = self._run_compiled(fn, args, kwargs)
+        compiled_result, attributes_moved, copies = self._run_compiled(fn, args, kwargs, watch)
         limit_hit = compiled_result.exception is not None and _compat.is_recompile_limit_error(
             compiled_result.exception
         )
@@ -741,24 +843,24 @@ class Checker:
             self._start_fresh_cache()
             rng.restore()
             shared.restore(before)
-            compiled_result, changed_again, copies = self._run_compiled(fn, args, kwargs)
-            changed = changed or changed_again
-        # Re-runs need the call as it was, and the caller's objects hold that until eager runs.
-        # A call that changes nothing in place needs no copy: re-runs copy the caller's objects,
-        # which the watch shows eager left unchanged. One that does is snapshotted now, sharing
-        # each tensor whose compiled-side copy the call left as it found it.
-        pristine = clone_tree(snapshot_of, copies.unchanged()) if changed else None
+            compiled_result, moved_again, copies = self._run_compiled(fn, args, kwargs, watch)
+            attributes_moved = attributes_moved or moved_again
+        # Re-runs need the call as it was, and the caller's objects hold that until eager runs:
+        # keep what the compiled run shows the call changes. Anything else eager changes, the
+        # watch sees, and re-runs refuse.
+        pristine = _Before.take(snapshot_of, copies, attributes_moved)
         _with_containers(compiled_result, shared)
         shared.restore(before)  # the eager run starts from the state the compiled one did
         rng.restore()
-        eager_result = _run_side(_Side(fn, module, args, dict(kwargs)), backward, _nothing)
+        eager_side = _Side(fn, module, args, dict(kwargs))
+        eager_result = _run_side(eager_side, backward, _nothing)
+        moved = pristine.lacks(watch, _state_left(eager_result, eager_side))
         _with_containers(eager_result, shared)
-        after_eager = _RngState.capture()
+        after_eager = RngState.capture()
         left_by_eager = shared.snapshot()
-        moved = watch.changed(*snapshot_of) if pristine is None else []
 
         def rerun(
-            copier: Callable[[Any], Any], around: Callable[[], Any] = _nothing
+            copier: Callable[[Any, dict[int, Any]], Any], around: Callable[[], Any] = _nothing
         ) -> Callable[[], parity.SideResult]:
             def run() -> parity.SideResult:
                 if moved:
@@ -766,9 +868,7 @@ class Checker:
                         f"eager changed {', '.join(moved)} in place where the compiled run did "
                         "not, so there is no copy of the state before the call"
                     )
-                ref_module, ref_args, ref_kwargs = copier(
-                    snapshot_of if pristine is None else pristine
-                )
+                ref_module, ref_args, ref_kwargs = pristine.copy(snapshot_of, copier)
                 call = ref_module if ref_module is not None else fn
                 rng.restore()
                 shared.restore(before)
@@ -823,10 +923,16 @@ class Checker:
         )
 
     def _run_compiled(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        watch: _Watch,
     ) -> tuple[parity.SideResult, bool, _Copies]:
         """The compiled side, on copies of the caller's inputs and modules (left untouched);
-        whether it changed any of them in place; and the copies, to share untouched ones."""
+        whether it changed (or created) a plain attribute of theirs; and the copies, which show
+        the tensors it changed. `watch` is the caller's state before the call, which the
+        copies start from."""
         entry = self._compiled_for(fn)
         memo = self._copies_of_modules((args, dict(kwargs)))
         # Shaped as (module, args, kwargs), so an uncopyable input is named as the input it is.
@@ -834,7 +940,6 @@ class Checker:
         if isinstance(fn, torch.nn.Module) and entry.module_copy is not None:
             memo.update(_tensor_pairs(fn, entry.module_copy))
         copies = _Copies(memo)
-        watch = _Watch.of(entry.module_copy, compiled_args, compiled_kwargs)
         side = _Side(
             entry.compiled,
             entry.module_copy,
@@ -848,8 +953,9 @@ class Checker:
             cudagraphs=self.settings.uses_cudagraphs,
         )
         result = _run_side(side, self.settings.backward, around)
-        changed = bool(watch.changed(entry.module_copy, compiled_args, compiled_kwargs))
-        return result, changed, copies
+        # The copies' tensors are watched by their marks; their plain attributes by the
+        # caller's, which they were synced from.
+        return result, bool(watch.attributes_changed(_state_left(result, side))), copies
 
     def _start_fresh_cache(self) -> None:
         """Hypothesis examples filled Dynamo's cache up to its recompile limit: start a new one.
@@ -934,9 +1040,10 @@ class Checker:
         raise exc
 
     def _note_devices(self, fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-        tensors = [leaf for leaf in _leaves((args, dict(kwargs))) if isinstance(leaf, torch.Tensor)]
+        tensors = [leaf for leaf in leaves((args, dict(kwargs))) if isinstance(leaf, torch.Tensor)]
         if isinstance(fn, torch.nn.Module):
-            tensors += list(fn.parameters())[:1]
+            first = next(fn.parameters(), None)  # not list(...): that walks every parameter
+            tensors += [first] if first is not None else []
         for tensor in tensors[:1]:
             if str(tensor.device) not in self.devices_seen:
                 self.devices_seen.append(str(tensor.device))

@@ -35,7 +35,7 @@ import torch
 
 from pytest_torchcompile import __version__, _compat
 from pytest_torchcompile.errors import ParityError
-from pytest_torchcompile.runner import Checker, _leaves, _RngState, clone_tree, isolated
+from pytest_torchcompile.runner import Checker, RngState, clone_tree, isolated, leaves
 from pytest_torchcompile.settings import MARKER_KEYS, Settings, apply
 
 # The stages before the configured backend, each adding one layer of the stack.
@@ -66,7 +66,7 @@ class Call:
     fn: Any
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
-    rng: _RngState
+    rng: RngState
     example: int  # the Hypothesis example it belongs to (0 outside Hypothesis)
     diverged: bool = False  # the check raised ParityError
 
@@ -96,7 +96,7 @@ class Recorder:
             if id(leaf) not in self._modules:
                 self._modules[id(leaf)] = (leaf, memo[id(leaf)])
         self.calls.append(
-            Call(fn_copy, args_copy, kwargs_copy, _RngState.capture(), self._current_example())
+            Call(fn_copy, args_copy, kwargs_copy, RngState.capture(), self._current_example())
         )
 
     def diverged(self) -> None:
@@ -120,7 +120,7 @@ class Recorder:
 
 def _modules_in(tree: Any) -> Iterator[torch.nn.Module]:
     """The modules among a call's callable and inputs, found as the checker finds them."""
-    return (leaf for leaf in _leaves(tree) if isinstance(leaf, torch.nn.Module))
+    return (leaf for leaf in leaves(tree) if isinstance(leaf, torch.nn.Module))
 
 
 # --- replaying ------------------------------------------------------------------------------------

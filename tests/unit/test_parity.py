@@ -492,6 +492,9 @@ def test_the_fast_path_settles_a_leaf_exactly_as_the_scan_would(
     assert (fast is not None) == (scan.mismatched == 0 and (all_finite or torch.equal(c, e)))
     if fast is not None:
         assert fast == (scan.abs_all.value, scan.rel_all.value)
+    with pytest.MonkeyPatch.context() as patch:  # the batch a whole call's leaves go through
+        patch.setattr(parity, "_CHUNK", chunk)
+        assert parity._plainly_close_all([(c, e, rtol, atol)]) == [fast]
 
 
 # --- metadata -------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
-"""The snapshot re-runs start from: the state before the call, sharing what the compiled call left alone."""
+"""The state re-runs start from: the state before the call, kept as cheaply as the call allows."""
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,42 +30,99 @@ class Counting(nn.Module):
 
 
 @pytest.fixture
-def snapshots(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[dict[int, Any]]]:
-    """The memo of every snapshot the checker takes of a module's call (module, args, kwargs)."""
-    memos: list[dict[int, Any]] = []
+def copied(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
+    """Every tree the checker copies with clone_tree."""
+    trees: list[Any] = []
     clone = runner.clone_tree
 
     def spy(tree: Any, memo: dict[int, Any] | None = None) -> Any:
-        if isinstance(tree, tuple) and len(tree) == 3 and isinstance(tree[0], nn.Module):
-            memos.append(dict(memo or {}))
+        trees.append(tree)
         return clone(tree, memo)
 
     monkeypatch.setattr(runner, "clone_tree", spy)
-    yield memos
+    yield trees
 
 
-def test_the_snapshot_copies_only_what_the_compiled_call_changed(
-    snapshots: list[dict[int, Any]],
-) -> None:
+def test_a_call_that_writes_a_buffer_keeps_only_that_buffer(copied: list[Any]) -> None:
+    """Re-runs need the state before the call; a call that updates a running statistic keeps
+    a copy of just that tensor, not of the module."""
     model, x = Counting(), torch.randn(2, 4)
     checker = Checker(Settings(backend="eager"))
     with isolated(checker.accountant):
+        checker(model, x)  # compiles, and copies the module for the compiled side
+        copied.clear()
         checker(model, x)
-        copy = checker._module_copies[id(model)][1]
-    (memo,) = snapshots
-    for name in ("linear.weight", "linear.bias"):  # untouched: the compiled copy's own tensor
-        assert memo[id(model.get_parameter(name))] is copy.get_parameter(name)
-    assert id(model.count) not in memo  # written by the call: copied from the caller's buffer
-    assert id(x) in memo  # the compiled side's input copy, which the call did not write
+    assert not any(isinstance(tree, tuple) and isinstance(tree[0], nn.Module) for tree in copied)
+    kept = [tree for tree in copied if isinstance(tree, dict)]
+    assert kept == [{id(model.count): model.count}]
 
 
 def test_re_runs_start_from_the_state_before_the_call() -> None:
     """A call that writes its state still re-runs from the state before it: a plain eager re-run
     reproduces eager, so the failure is the compiler's, not eager's nondeterminism."""
-    model, x = Counting(), torch.randn(2, 4)
+    model = Counting()
+    _blames_the_compiler(model)
+    assert model.count.item() == 1  # the caller's module saw one call
+
+
+def _blames_the_compiler(model: nn.Module) -> None:
+    """A corrupted output fails the check, and an eager re-run reproduced eager's result."""
     checker = Checker(Settings(backend="planted:corrupt_output"))
     with isolated(checker.accountant), pytest.raises(ParityError) as failure:
-        checker(model, x)
+        checker(model, torch.randn(2, 4))
     assert "output: values are not close" in str(failure.value)
     assert "does not reproduce" not in str(failure.value)
-    assert model.count.item() == 1  # the caller's module saw one call
+
+
+class FirstCall(nn.Module):
+    """Doubles its output on the first call only, which it remembers in an attribute it creates."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        scale = 3.0 if hasattr(self, "called") else 2.0
+        self.called = True
+        return self.linear(x) * scale
+
+
+def test_an_attribute_the_call_creates_is_a_change_to_re_run_before() -> None:
+    """A plain attribute that appears during the call is state the call changed: re-runs start
+    from before it existed, so eager re-run reproduces eager and the compiler is blamed."""
+    model = FirstCall()
+    _blames_the_compiler(model)
+    assert model.called
+
+
+class CountingInPlace(Counting):
+    """Counts its calls in a buffer and also doubles its input in place."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x.mul_(2)
+        return super().forward(x)
+
+
+def test_a_re_run_refuses_state_only_eager_wrote() -> None:
+    """The compiled run (losing buffer updates) wrote only the input, so only the input's earlier
+    value is kept; eager also wrote the buffer, so no re-run can start from before the call,
+    and none is made up: the failure says so instead of excusing or re-judging anything."""
+    model, x = CountingInPlace(), torch.randn(2, 4)
+    checker = Checker(Settings(backend="planted:skip_buffer_update"))
+    with isolated(checker.accountant), pytest.raises(ParityError) as failure:
+        checker(model, x)
+    message = str(failure.value)
+    assert "buffer 'count': values are not close" in message
+    assert "eager changed buffer 'count' in place where the compiled run did not" in message
+
+
+def test_a_copy_written_through_an_aliasing_copy_counts_as_written() -> None:
+    """deepcopy rebuilds views with their own version counters: writing one copy leaves the
+    other's counter alone, but not its memory, so it is not shared as untouched."""
+    base = torch.ones(6)
+    x, y = base[:4], base[2:]
+    x_copy, y_copy = copy.deepcopy((x, y))
+    copies = runner._Copies({id(x): x_copy, id(y): y_copy})
+    x_copy.mul_(2)
+    assert copies.written() == {id(x), id(y)}
+    assert copies.unchanged() == {}

@@ -1,0 +1,72 @@
+"""What one check costs beyond the calls it makes: reads of device values (host syncs)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import torch
+from torch import nn
+
+from pytest_torchcompile import parity
+from pytest_torchcompile.parity import CompareOptions, SideResult, compare
+from pytest_torchcompile.runner import Checker, isolated
+from pytest_torchcompile.settings import Settings
+
+
+@pytest.fixture
+def host_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Each read of a tensor's value into Python from now on (a host sync on CUDA), by what
+    read it; with the checker treating CPU tensors as it treats GPU ones, whose reads wait
+    for the device (on the CPU it reads leaf by leaf: reads are free there)."""
+    monkeypatch.setattr(parity, "_reads_wait", lambda t: isinstance(t, torch.Tensor))
+    reads: list[str] = []
+
+    def counted(name: str, read: Callable[..., Any]) -> Callable[..., Any]:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            reads.append(name)
+            return read(*args, **kwargs)
+
+        return run
+
+    for name in ("item", "tolist", "__bool__", "__float__", "__int__"):
+        monkeypatch.setattr(torch.Tensor, name, counted(name, getattr(torch.Tensor, name)))
+    monkeypatch.setattr(torch, "equal", counted("torch.equal", torch.equal))
+    yield reads
+
+
+def test_a_passing_comparison_reads_the_device_twice_at_most(host_reads: list[str]) -> None:
+    """On CUDA every read of a value (item, tolist, bool, torch.equal) waits for the device: the
+    leaves of a call are judged together, two reads in all, not one or more per leaf."""
+    gen = torch.Generator().manual_seed(0)
+    state = {f"parameter 'w{i}'": torch.randn(8, 8, generator=gen) for i in range(10)}
+    grads = {f"grad of parameter 'w{i}'": torch.randn(8, 8, generator=gen) for i in range(10)}
+    out = torch.randn(4, 4, generator=gen)
+    eager = SideResult((out, out.argmax(1), 0.5), None, state, grads)
+    compiled = SideResult(
+        (out * (1 + 1e-7), out.argmax(1), 0.5),  # close; exactly equal; an equal Python float
+        None,
+        {name: t.clone() for name, t in state.items()},  # state the call left alone
+        {name: g * (1 + 1e-7) for name, g in grads.items()},
+    )
+    host_reads.clear()
+    report = compare(eager, compiled, CompareOptions())
+    assert report.ok and len(report.leaves) == 23
+    assert len(host_reads) <= 2, host_reads
+    close = [leaf for leaf in report.leaves if leaf.max_abs > 0]
+    assert len(close) == 11 and all(leaf.max_rel < 2e-7 for leaf in close)
+
+
+def test_a_warm_check_reads_the_device_twice_at_most(host_reads: list[str]) -> None:
+    """The whole check of a module with state (parameters, buffers, gradients) on a correct
+    backend: no read per leaf anywhere on the way (runner or parity)."""
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4), nn.BatchNorm1d(4))
+    x = torch.randn(5, 8)
+    checker = Checker(Settings(backend="aot_eager"))
+    with isolated(checker.accountant):
+        checker(model, x)  # cold: compiling reads values as it likes
+        host_reads.clear()
+        result = checker(model, x)
+    assert len(result.errors) >= 12  # output, 6 parameters, 3 buffers, 6 gradients
+    assert len(host_reads) <= 2, host_reads
