@@ -279,8 +279,8 @@ class _Comparer:
             if _reads_wait(e) and _plain_pair(e, given.get(name))
         ]
         self._settled = {
-            name: _Settled(c, e, rtol, atol, verdict)
-            for (name, c, e, rtol, atol), verdict in zip(
+            name: _Settled(c, e, rtol, atol, *verdicts)
+            for (name, c, e, rtol, atol), verdicts in zip(
                 pairs, _plainly_close_all([pair[1:] for pair in pairs]), strict=True
             )
         }
@@ -293,6 +293,15 @@ class _Comparer:
         if settled is not None and settled.judges(c, e, rtol, atol):
             return settled.verdict
         return _plainly_close(c, e, rtol, atol)
+
+    def _within_noise_floor(
+        self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
+    ) -> tuple[float, float] | None:
+        """`_plainly_close` with the reduction-order noise floor of `e` added to atol."""
+        settled = self._settled.get(name)
+        if settled is not None and settled.judges(c, e, rtol, atol):
+            return settled.within_floor
+        return _plainly_close(c, e, rtol, atol + _noise_floor(e, e.dtype))
 
     # -- exceptions --
 
@@ -389,7 +398,7 @@ class _Comparer:
         if passed is None and not problems and self.options.rtol is None and _is_inexact(e):
             # Within reduction-order noise of eager: the reference rule would pass it (with r the
             # reference, |c - r| <= |c - e| + |e - r|), so no re-run is needed to say so.
-            passed = _plainly_close(c, e, rtol, atol + _noise_floor(e, e.dtype))
+            passed = self._within_noise_floor(name, c, e, rtol, atol)
         if passed is not None:
             self.leaves.append(LeafComparison(name, True, *passed, ""))
             return
@@ -834,22 +843,27 @@ def _plainly_close(c: Tensor, e: Tensor, rtol: float, atol: float) -> tuple[floa
         return 0.0, 0.0  # NaN never equals NaN here unless c is e, where the scan passes too
     if not _is_inexact(e):
         return None
-    return _verdict(*_closeness(c, e, rtol, atol).tolist())
+    return _verdict(*_closeness(c, e, rtol, atol).tolist()[:3])
 
 
 def _plainly_close_all(
     pairs: list[tuple[Tensor, Tensor, float, float]],
-) -> list[tuple[float, float] | None]:
-    """`_plainly_close` of many (c, e, rtol, atol), with two host syncs per device in all.
+) -> list[tuple[tuple[float, float] | None, tuple[float, float] | None]]:
+    """For each (c, e, rtol, atol): `_plainly_close`, and the same within the noise floor (as
+    `_within_noise_floor`), with two host syncs per device in all.
 
     First which leaves differ at all (most state a call leaves alone is equal), then the fused
-    verdict of the inexact ones that do; exact dtypes that differ are the scan's to judge.
+    verdicts of the inexact ones that do; exact dtypes that differ are the scan's to judge.
     """
     differs = _read_all([(c != e).any() for c, e, _, _ in pairs])
-    verdicts: list[tuple[float, float] | None] = [None if d else (0.0, 0.0) for d in differs]
+    equal = (0.0, 0.0)
+    verdicts: list[tuple[tuple[float, float] | None, tuple[float, float] | None]] = [
+        (None, None) if d else (equal, equal) for d in differs
+    ]
     inexact = [i for i, d in enumerate(differs) if d and _is_inexact(pairs[i][1])]
     for i, row in zip(inexact, _read_all([_closeness(*pairs[i]) for i in inexact]), strict=True):
-        verdicts[i] = _verdict(*row)
+        far, max_abs, max_rel, far_beyond_floor = row
+        verdicts[i] = _verdict(far, max_abs, max_rel), _verdict(far_beyond_floor, max_abs, max_rel)
     return verdicts
 
 
@@ -875,6 +889,7 @@ class _Settled:
     rtol: float
     atol: float
     verdict: tuple[float, float] | None
+    within_floor: tuple[float, float] | None
 
     def judges(self, c: Tensor, e: Tensor, rtol: float, atol: float) -> bool:
         views = [(t.data_ptr(), t.shape, t.stride(), t.dtype) for t in (c, e, self.c, self.e)]
@@ -921,9 +936,11 @@ def _verdict(far: float, max_abs: float, max_rel: float) -> tuple[float, float] 
 
 
 def _closeness(c: Tensor, e: Tensor, rtol: float, atol: float) -> Tensor:
-    """[far, max_abs, max_rel] of compiled against eager in float64 on their device, unread:
-    far is 1 where some element is outside atol + rtol * |e| or not finite."""
-    verdicts = [torch.zeros(3, dtype=torch.float64, device=e.device)]  # an empty leaf is equal
+    """[far, max_abs, max_rel, far_beyond_floor] of compiled against eager in float64 on their
+    device, unread: far is 1 where some element is outside atol + rtol * |e| or not finite;
+    far_beyond_floor the same with the reduction-order noise floor of `e` added to atol."""
+    floor = _floor_of(e, e.dtype) if _is_inexact(e) else torch.zeros((), dtype=torch.float64)
+    verdicts = [torch.zeros(4, dtype=torch.float64, device=e.device)]  # an empty leaf is equal
     for _, (x, y) in _chunks(c, e):
         # In place where a temporary is the checker's own, so at most three chunk-sized
         # float64 temporaries are alive at once.
@@ -933,10 +950,14 @@ def _closeness(c: Tensor, e: Tensor, rtol: float, atol: float) -> Tensor:
         del xw
         magnitude = yw.abs_() if yw is not y and not yw.is_complex() else yw.abs()
         del yw
-        far = ~(diff <= magnitude.mul(rtol).add_(atol)).all()
+        allowed = magnitude.mul(rtol).add_(atol)
+        far = ~(diff <= allowed).all()
+        far_beyond_floor = ~(diff <= allowed.add_(floor.to(allowed.device))).all()
         max_abs = diff.amax()
         rel = diff.div_(magnitude).masked_fill_(magnitude == 0, 0.0)
-        verdicts.append(torch.stack([far.to(rel.dtype), max_abs, rel.amax()]))
+        verdicts.append(
+            torch.stack([far.to(rel.dtype), max_abs, rel.amax(), far_beyond_floor.to(rel.dtype)])
+        )
     return torch.stack(verdicts).amax(0)
 
 
@@ -1001,15 +1022,21 @@ def _same_nonfinite(x: Tensor, y: Tensor) -> Tensor:
 def _noise_floor(r: Tensor, dtype: torch.dtype) -> float:
     """NOISE_ULPS ulps of the accumulation precision of `dtype`, times the rms of `r`'s finite
     elements: what reordering a reduction may cost a correct compiler on this leaf."""
+    return float(_floor_of(r, dtype))
+
+
+def _floor_of(r: Tensor, dtype: torch.dtype) -> Tensor:
+    """`_noise_floor` as a float64 tensor on `r`'s device, unread."""
     wide = dtype in (torch.float64, torch.complex128)
     eps = torch.finfo(torch.float64 if wide else torch.float32).eps
-    total, count = 0.0, 0
+    total = torch.zeros((), dtype=torch.float64, device=r.device)
+    count = torch.zeros((), dtype=torch.float64, device=r.device)
     for _, (x,) in _chunks(r):
         xw = _widen(x, x.device)
         finite = xw.isfinite()
-        total += float(torch.where(finite, xw.abs() ** 2, 0.0).sum())
-        count += int(finite.sum())
-    return NOISE_ULPS * eps * (total / count) ** 0.5 if count else 0.0
+        total += torch.where(finite, xw.abs() ** 2, 0.0).sum()
+        count += finite.sum()
+    return NOISE_ULPS * eps * (total / count.clamp_min(1)).sqrt()
 
 
 def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:

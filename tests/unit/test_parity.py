@@ -494,7 +494,10 @@ def test_the_fast_path_settles_a_leaf_exactly_as_the_scan_would(
         assert fast == (scan.abs_all.value, scan.rel_all.value)
     with pytest.MonkeyPatch.context() as patch:  # the batch a whole call's leaves go through
         patch.setattr(parity, "_CHUNK", chunk)
-        assert parity._plainly_close_all([(c, e, rtol, atol)]) == [fast]
+        [(plain, within_floor)] = parity._plainly_close_all([(c, e, rtol, atol)])
+        assert plain == fast
+        floor = parity._noise_floor(e, e.dtype) if parity._is_inexact(e) else 0.0
+        assert within_floor == parity._plainly_close(c, e, rtol, atol + floor)
 
 
 # --- metadata -------------------------------------------------------------------------------
