@@ -289,19 +289,23 @@ class _Comparer:
         self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
     ) -> tuple[float, float] | None:
         """`_plainly_close`, read from `settle_plainly`'s verdicts where they hold this leaf."""
-        settled = self._settled.get(name)
-        if settled is not None and settled.judges(c, e, rtol, atol):
-            return settled.verdict
-        return _plainly_close(c, e, rtol, atol)
+        settled = self._settled_for(name, c, e, rtol, atol)
+        return settled.verdict if settled else _plainly_close(c, e, rtol, atol)
 
     def _within_noise_floor(
         self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
     ) -> tuple[float, float] | None:
         """`_plainly_close` with the reduction-order noise floor of `e` added to atol."""
-        settled = self._settled.get(name)
-        if settled is not None and settled.judges(c, e, rtol, atol):
+        settled = self._settled_for(name, c, e, rtol, atol)
+        if settled:
             return settled.within_floor
         return _plainly_close(c, e, rtol, atol + _noise_floor(e, e.dtype))
+
+    def _settled_for(
+        self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
+    ) -> _Settled | None:
+        settled = self._settled.get(name)
+        return settled if settled is not None and settled.judges(c, e, rtol, atol) else None
 
     # -- exceptions --
 
