@@ -205,7 +205,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     threads = max(1, (os.cpu_count() or 1) // args.jobs)
     print(f"{len(runs)} pytest runs, {args.jobs} at a time, seeds {seeds}", file=sys.stderr)
     (args.logs / "runs.jsonl").write_text("")
-    signal.signal(signal.SIGTERM, _interrupt)
+    _STOPPING.clear()
+    previous = signal.signal(signal.SIGTERM, _interrupt)
     started = time.perf_counter()
     done: list[Run] = []
     pool = ThreadPoolExecutor(args.jobs)
@@ -227,6 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         pool.shutdown(wait=False, cancel_futures=True)
         _stop_live()
     pool.shutdown()
+    signal.signal(signal.SIGTERM, previous)
     wall = time.perf_counter() - started
     (args.logs / "summary.json").write_text(
         json.dumps({"seeds": seeds, "wall_s": wall, "runs": [asdict(r) for r in done]}, indent=1)
