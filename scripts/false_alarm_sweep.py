@@ -180,7 +180,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-n", "--jobs", type=int, default=2, help="pytest processes at a time")
     parser.add_argument("--backends", nargs="+", default=list(BACKENDS), metavar="BACKEND")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
+    parser.add_argument(
+        "--seeds", type=int, nargs="*", default=[0, 1, 2, 3, 4], help="(none: --random only)"
+    )
     parser.add_argument("--random", type=int, default=3, help="fresh random seeds to add")
     parser.add_argument(
         "--devices", default="cpu", help="--compile-devices for the tests that take `device`"
