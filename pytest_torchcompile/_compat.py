@@ -607,3 +607,8 @@ def compiler_decompositions() -> Mapping[Any, Callable[..., Any]]:
     from torch._inductor.decomposition import select_decomp_table
 
     return select_decomp_table()
+
+
+def op_name(func: Any) -> str:
+    """The ATen name of overload `func`, without namespace or overload: "embedding"."""
+    return str(func._schema.name).split("::")[-1]

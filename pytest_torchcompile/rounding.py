@@ -6,8 +6,8 @@ to exactly zero; a near-constant channel's normalisation divides a mean's roundi
 standard deviation), the rounding of intermediate values shows up amplified, and eager's one error
 sample bounds nothing. This mode estimates that noise: every floating result an ATen operation
 computes is moved to a neighbouring value, up or down, and a reduction's result (n terms per
-value) by about sqrt(n) units in the last place, the random-walk error of another summation
-order. The direction is a hash of the value, so equal values move alike, as real rounding moves
+value) by about sqrt(n) units of the precision it accumulates in, the random-walk error of another
+summation order. The direction is a hash of the value, so equal values move alike, as real rounding moves
 them (a constant image stays constant). Fused operations can be decomposed into the primitives a
 compiler would emit (its decomposition table), so that their internal roundings are exposed too.
 This is Monte Carlo arithmetic at the granularity of ATen operations (Parker, 1997), used only to
@@ -29,15 +29,26 @@ _MIX = (0x1E3779B97F4A7C15, 0x3F58476D1CE4E5B9, 0x14D049BB133111EB)
 _SALT = (1 << 62) - 1
 
 
+# Operations that select or gather values, summing nothing: their result is one rounding at most
+# however many values they read (an embedding row out of a large table is not a long sum).
+_SELECTIONS = frozenset(
+    {"embedding", "index_select", "gather", "index", "take", "masked_select", "take_along_dim"}
+)
+
+
 def _moved(t: torch.Tensor, salt: int, terms: float) -> torch.Tensor:
-    """`t` with each element shifted by sqrt(terms) * eps of itself, up or down by a hash of its
-    value, and rounded back to its dtype."""
+    """`t` with each element shifted up or down (by a hash of its value) and rounded back to
+    its dtype: by one unit of its own precision, or for a sum of `terms` values per element by
+    sqrt(terms) units of the precision it accumulates in (float32 for float16 and bfloat16), the
+    random-walk error of another summation order, if that is more."""
     wide = t.detach().to(torch.float64)
     bits = wide.view(torch.int64)
     mixed = (bits ^ (bits >> 29)) * _MIX[0] + (salt * _MIX[1] & _SALT)
     mixed = (mixed ^ (mixed >> 31)) * _MIX[2]
     sign = ((mixed >> 40) & 1).to(torch.float64) * 2 - 1
-    return (wide * (1 + sign * torch.finfo(t.dtype).eps * math.sqrt(terms))).to(t.dtype)
+    accumulates = torch.float64 if t.dtype == torch.float64 else torch.float32
+    shift = max(torch.finfo(t.dtype).eps, torch.finfo(accumulates).eps * math.sqrt(terms))
+    return (wide * (1 + sign * shift)).to(t.dtype)
 
 
 def _floating_tensors(value: Any) -> list[torch.Tensor]:
@@ -93,7 +104,8 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
             return result
         self.calls += 1
         salt = self.seed * 1_000_003 + self.calls
-        largest = max(t.numel() for t in inputs)
+        selects = _compat.op_name(func) in _SELECTIONS
+        largest = 1 if selects else max(t.numel() for t in inputs)
 
         def move(value: Any) -> Any:
             if (

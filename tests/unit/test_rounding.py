@@ -25,7 +25,7 @@ def test_results_move_to_a_neighbouring_value_up_or_down(dtype: torch.dtype) -> 
     assert 0.3 < float((moved > 0).double().mean()) < 0.7
 
 
-def test_a_reduction_moves_by_about_the_square_root_of_its_terms() -> None:
+def test_a_float32_reduction_moves_by_about_the_square_root_of_its_terms() -> None:
     x = torch.rand(10000, dtype=torch.float32, generator=torch.Generator().manual_seed(0))
     plain, noisy = x.sum(), _under_noise(0, torch.sum, x)
     ulps = float((noisy.double() - plain.double()).abs() / (plain.double() * torch.finfo().eps))
@@ -96,3 +96,15 @@ def test_sparse_results_pass_through() -> None:
         doubled = sparse * 2.0
     assert doubled.is_sparse
     assert bool((doubled.to_dense() - dense * 4.0).abs().max() <= 4.0 * torch.finfo().eps)
+
+
+def test_half_precision_reductions_accumulate_in_float32_and_selections_sum_nothing() -> None:
+    x = torch.rand(10000, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    plain, noisy = x.sum(), _under_noise(0, torch.sum, x)
+    step = float(plain.double().abs()) * torch.finfo(torch.bfloat16).eps
+    assert abs(float(noisy) - float(plain)) <= 2 * step  # a neighbour, not 100 bfloat16 ulps
+    table = torch.rand(100000, 4, generator=torch.Generator().manual_seed(1))
+    rows = torch.tensor([3, 7])
+    picked = _under_noise(0, torch.nn.functional.embedding, rows, table)
+    moved = (picked.double() - table[rows].double()).abs()
+    assert bool((moved <= 2 * table[rows].double().abs() * torch.finfo().eps).all())
