@@ -424,8 +424,8 @@ class _Comparer:
                 and verdict.mismatched == verdict.value_mismatches
                 and self.perturbed.given
             ):
-                verdict, sensitivity_lines = self._judge_by_sensitivity(name, e, c, verdict)
-                reference_lines += sensitivity_lines
+                verdict, noise_lines = self._judge_by_rounding_noise(name, e, c, verdict)
+                reference_lines += noise_lines
             if verdict.rescued and not verdict.mismatched:
                 note = (
                     f"{name}: compiled is finite and agrees with the float64 reference at "
@@ -483,7 +483,7 @@ class _Comparer:
         ]
         return verdict, lines
 
-    def _judge_by_sensitivity(
+    def _judge_by_rounding_noise(
         self, name: str, e: Tensor, c: Tensor, verdict: _Scan
     ) -> tuple[_Scan, list[str]]:
         """Re-judge a leaf that still fails against how far rounding noise moves eager."""
