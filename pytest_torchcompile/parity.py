@@ -37,9 +37,9 @@ first result (otherwise a re-run proves nothing about the compiler, and nothing 
   (SENSITIVITY_SLACK = 3): the compiler may move the result no further than rounding-level
   changes move eager. The runner's `perturbed` re-run nudges inputs and state by one unit in the
   last place and rounds every operation's result to a neighbouring value (a reduction's by about
-  sqrt(terms) units of its accumulation precision), with fused operations decomposed as Inductor decomposes them; `noise_base`
-  is the same decomposed re-run without the noise, so a decomposition's own difference from the
-  fused kernel is never counted as noise (see rounding.py). Where the result is well conditioned
+  sqrt(terms) units of its accumulation precision), with fused operations decomposed as Inductor
+  decomposes them; `noise_base` is the same decomposed re-run without the noise, so a
+  decomposition's own difference from the fused kernel is never counted as noise (rounding.py). Where the result is well conditioned
   that spread is a few ulps and the rule excuses nothing a planted bug makes. NaN/inf placement
   is never excused by it.
 
