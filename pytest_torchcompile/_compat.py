@@ -599,7 +599,8 @@ def computes(func: Any) -> bool:
     Views alias their input and compute nothing; ops that write into an argument return it, so
     their result cannot be replaced by another tensor.
     """
-    return all(ret.alias_info is None for ret in func._schema.returns)
+    schema = getattr(func, "_schema", None)  # higher-order operators have none: left alone
+    return schema is not None and all(ret.alias_info is None for ret in schema.returns)
 
 
 def compiler_decompositions() -> Mapping[Any, Callable[..., Any]]:
@@ -611,4 +612,5 @@ def compiler_decompositions() -> Mapping[Any, Callable[..., Any]]:
 
 def op_name(func: Any) -> str:
     """The ATen name of overload `func`, without namespace or overload: "embedding"."""
-    return str(func._schema.name).split("::")[-1]
+    schema = getattr(func, "_schema", None)
+    return str(schema.name).split("::")[-1] if schema is not None else str(func)

@@ -108,3 +108,14 @@ def test_half_precision_reductions_accumulate_in_float32_and_selections_sum_noth
     picked = _under_noise(0, torch.nn.functional.embedding, rows, table)
     moved = (picked.double() - table[rows].double()).abs()
     assert bool((moved <= 2 * table[rows].double().abs() * torch.finfo().eps).all())
+
+
+def test_operators_without_a_schema_are_left_alone() -> None:
+    # Higher-order operators (torch.cond's, ...) reach dispatch modes without an ATen schema.
+    from pytest_torchcompile import _compat
+
+    assert not _compat.computes(object())
+    assert _compat.computes(torch.ops.aten.add.Tensor)
+    assert not _compat.computes(torch.ops.aten.add_.Tensor)  # writes its argument
+    assert not _compat.computes(torch.ops.aten.view.default)  # a view
+    assert _compat.op_name(torch.ops.aten.embedding.default) == "embedding"
