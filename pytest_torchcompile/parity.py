@@ -865,7 +865,10 @@ def _plainly_close_all(
         (None, None) if d else (equal, equal) for d in differs
     ]
     inexact = [i for i, d in enumerate(differs) if d and _is_inexact(pairs[i][1])]
-    for i, row in zip(inexact, _read_all([_closeness(*pairs[i]) for i in inexact]), strict=True):
+    rows = _read_all(
+        [_closeness(*pairs[i], floor=_floor_of(pairs[i][1], pairs[i][1].dtype)) for i in inexact]
+    )
+    for i, row in zip(inexact, rows, strict=True):
         far, max_abs, max_rel, far_beyond_floor = row
         verdicts[i] = _verdict(far, max_abs, max_rel), _verdict(far_beyond_floor, max_abs, max_rel)
     return verdicts
@@ -939,11 +942,12 @@ def _verdict(far: float, max_abs: float, max_rel: float) -> tuple[float, float] 
     return max_abs, max_rel
 
 
-def _closeness(c: Tensor, e: Tensor, rtol: float, atol: float) -> Tensor:
+def _closeness(
+    c: Tensor, e: Tensor, rtol: float, atol: float, floor: Tensor | None = None
+) -> Tensor:
     """[far, max_abs, max_rel, far_beyond_floor] of compiled against eager in float64 on their
     device, unread: far is 1 where some element is outside atol + rtol * |e| or not finite;
-    far_beyond_floor the same with the reduction-order noise floor of `e` added to atol."""
-    floor = _floor_of(e, e.dtype) if _is_inexact(e) else torch.zeros((), dtype=torch.float64)
+    far_beyond_floor the same with `floor` (a noise floor, unread) added to atol, else far."""
     verdicts = [torch.zeros(4, dtype=torch.float64, device=e.device)]  # an empty leaf is equal
     for _, (x, y) in _chunks(c, e):
         # In place where a temporary is the checker's own, so at most three chunk-sized
@@ -956,7 +960,7 @@ def _closeness(c: Tensor, e: Tensor, rtol: float, atol: float) -> Tensor:
         del yw
         allowed = magnitude.mul(rtol).add_(atol)
         far = ~(diff <= allowed).all()
-        far_beyond_floor = ~(diff <= allowed.add_(floor.to(allowed.device))).all()
+        far_beyond_floor = far if floor is None else ~(diff <= allowed.add_(floor)).all()
         max_abs = diff.amax()
         rel = diff.div_(magnitude).masked_fill_(magnitude == 0, 0.0)
         verdicts.append(
