@@ -160,8 +160,8 @@ def measure(
     from pytest_torchcompile.settings import Settings
 
     cuda = device == "cuda"
-    sides = [0]  # _run_side calls: 2 per plugin call, more when it re-runs eager for a rule
-    run_side = runner._run_side
+    sides = [0]  # run_side calls: 2 per plugin call, more when it re-runs eager for a rule
+    run_side = runner.run_side
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         sides[0] += 1
@@ -183,13 +183,13 @@ def measure(
             hand()
             plugin()
         hand_times, plugin_times = [], []
-        runner._run_side = counted
+        runner.run_side = counted
         try:
             for _ in range(repeats):
                 hand_times.append(_timed(hand, cuda, clock))
                 plugin_times.append(_timed(plugin, cuda, clock))
         finally:
-            runner._run_side = run_side
+            runner.run_side = run_side
         hand_peak, hand_allocated = _memory(hand, cuda)
         plugin_peak, plugin_allocated = _memory(plugin, cuda)
     return Result(

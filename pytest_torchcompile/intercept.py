@@ -28,8 +28,10 @@ import torch
 from pytest_torchcompile import _compat
 from pytest_torchcompile.errors import CompileParityFailure, ParityError
 from pytest_torchcompile.records import ModuleCallRecord
-from pytest_torchcompile.runner import Checker, RngState, clone_tree, isolated, sync_module
+from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.settings import Settings
+from pytest_torchcompile.sides import RngState
+from pytest_torchcompile.snapshot import clone_tree, sync_module
 
 _REASON_LIMIT = 200  # characters of an exception kept in a skip reason
 

@@ -35,8 +35,10 @@ import torch
 
 from pytest_torchcompile import __version__, _compat
 from pytest_torchcompile.errors import ParityError
-from pytest_torchcompile.runner import Checker, RngState, clone_tree, isolated, leaves
+from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.settings import MARKER_KEYS, Settings, apply
+from pytest_torchcompile.sides import RngState
+from pytest_torchcompile.snapshot import clone_tree, leaves
 
 # The stages before the configured backend, each adding one layer of the stack.
 STAGES: tuple[tuple[str, str], ...] = (

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_torchcompile import runner
+from pytest_torchcompile import runner, snapshot
 from pytest_torchcompile.errors import ParityError
 from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.settings import Settings
@@ -33,13 +33,14 @@ class Counting(nn.Module):
 def copied(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
     """Every tree the checker copies with clone_tree."""
     trees: list[Any] = []
-    clone = runner.clone_tree
+    clone = snapshot.clone_tree
 
     def spy(tree: Any, memo: dict[int, Any] | None = None) -> Any:
         trees.append(tree)
         return clone(tree, memo)
 
     monkeypatch.setattr(runner, "clone_tree", spy)
+    monkeypatch.setattr(snapshot, "clone_tree", spy)
     yield trees
 
 
@@ -122,7 +123,7 @@ def test_a_copy_written_through_an_aliasing_copy_counts_as_written() -> None:
     base = torch.ones(6)
     x, y = base[:4], base[2:]
     x_copy, y_copy = copy.deepcopy((x, y))
-    copies = runner._Copies({id(x): x_copy, id(y): y_copy})
+    copies = snapshot.Copies({id(x): x_copy, id(y): y_copy})
     x_copy.mul_(2)
     assert copies.written() == {id(x), id(y)}
     assert copies.unchanged() == {}

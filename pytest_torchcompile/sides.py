@@ -1,0 +1,183 @@
+"""Running one side of a check: the call, its backward with shared cotangents, the RNG state.
+
+Each side (eager, compiled, or a re-run) is a callable with its own module and inputs; running it
+returns a `parity.SideResult` holding its outputs, the state it left and its gradients, with any
+exception it raised kept as part of the result, for parity to judge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pytest_torchcompile import parity, pystate
+from pytest_torchcompile.snapshot import named_inputs, rebuild_tuple, state_after
+
+COTANGENT_SEED = 20240613  # fixed, so eager and compiled backward get the same cotangents
+
+
+def _grad_targets(
+    module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> dict[str, torch.Tensor]:
+    """Leaf tensors whose gradients the check compares: inputs, then parameters."""
+    targets: dict[str, torch.Tensor] = {}
+    for name, value in named_inputs(args, kwargs):
+        if isinstance(value, torch.Tensor) and value.requires_grad and value.is_leaf:
+            targets[f"grad of {name}"] = value
+    if module is not None:
+        for pname, param in module.named_parameters():
+            if param.requires_grad:
+                targets[f"grad of parameter {pname!r}"] = param
+    return targets
+
+
+def differentiable_outputs(output: Any) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+
+    def visit(obj: Any) -> None:
+        if isinstance(obj, torch.Tensor):
+            if obj.requires_grad and (obj.is_floating_point() or obj.is_complex()):
+                found.append(obj)
+        elif isinstance(obj, (tuple, list)):
+            for item in obj:
+                visit(item)
+        elif isinstance(obj, dict):
+            for item in obj.values():
+                visit(item)
+        elif hasattr(obj, "__dataclass_fields__"):
+            for name in obj.__dataclass_fields__:
+                visit(getattr(obj, name))
+
+    visit(output)
+    return found
+
+
+def _cotangent(output: torch.Tensor, index: int, like: torch.dtype | None) -> torch.Tensor:
+    """The same random cotangent for the index-th differentiable output on every side.
+
+    Drawn from its own generator (the global RNG is untouched) in float32, rounded to the eager
+    output's dtype (`like`, for the float64 reference) and then to this output's dtype.
+    """
+    dtype = like or output.dtype
+    generator = torch.Generator(device=output.device).manual_seed(COTANGENT_SEED + index)
+    base = torch.complex64 if dtype.is_complex else torch.float32
+    drawn = torch.randn(output.shape, dtype=base, device=output.device, generator=generator)
+    return drawn.to(dtype).to(output.dtype)
+
+
+# --- one side ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Side:
+    """How to run one side: the callable, its own module (if any) and inputs."""
+
+    call: Callable[..., Any]
+    module: torch.nn.Module | None
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    cotangent_dtypes: list[torch.dtype] | None = None  # eager's output dtypes, for the reference
+    cudagraphs: bool = False  # outputs live in a CUDA graph's memory until the next replay
+
+
+def run_side(side: Side, backward: bool, around: Callable[[], Any]) -> parity.SideResult:
+    """Call, then backward with the shared cotangents; exceptions become part of the result."""
+    __tracebackhide__ = True  # an exception re-raised from here is the user's
+    targets = _grad_targets(side.module, side.args, side.kwargs) if backward else {}
+    try:
+        with around():
+            if side.cudagraphs:
+                torch.compiler.cudagraph_mark_step_begin()  # type: ignore[no-untyped-call]
+            output = side.call(*side.args, **side.kwargs)
+            synchronize()
+    except Exception as exc:  # the other side must raise the same type; parity decides
+        return parity.SideResult(output=None, exception=exc, after={}, grads={})
+    grads: dict[str, Any] = {}
+    outputs = differentiable_outputs(output) if backward else []
+    if outputs and targets:
+        likes = side.cotangent_dtypes or []
+        cotangents = [
+            _cotangent(o, i, likes[i] if i < len(likes) else None) for i, o in enumerate(outputs)
+        ]
+        try:
+            with around():
+                computed = torch.autograd.grad(
+                    outputs, list(targets.values()), cotangents, allow_unused=True
+                )
+                synchronize()
+        except Exception as exc:
+            return parity.SideResult(
+                output=output, exception=exc, after={}, grads={}, raised_in_backward=True
+            )
+        grads = {
+            name: None if g is None else g.detach()
+            for name, g in zip(targets, computed, strict=True)
+        }
+    return parity.SideResult(
+        output=_owned(output) if side.cudagraphs else output,
+        exception=None,
+        after=state_after(side.module, side.args, side.kwargs),
+        grads=grads,
+    )
+
+
+def state_left(result: parity.SideResult, side: Side) -> dict[str, Any]:
+    """`state_after` of a side that has run (walked again only where it raised)."""
+    if result.exception is None:
+        return result.after
+    return state_after(side.module, side.args, side.kwargs)
+
+
+def with_containers(result: parity.SideResult, shared: pystate.SharedContainers) -> None:
+    """Add the shared containers as the side left them to what it changed."""
+    if result.exception is None:
+        result.after.update(shared.state())
+
+
+def _owned(output: Any) -> Any:
+    """Copies of a CUDA-graph replay's outputs, which the next replay would overwrite."""
+    if isinstance(output, torch.Tensor):
+        return output.clone()
+    if isinstance(output, (tuple, list)):
+        items = [_owned(item) for item in output]
+        return items if isinstance(output, list) else rebuild_tuple(output, items)
+    if isinstance(output, dict):
+        return type(output)((key, _owned(value)) for key, value in output.items())
+    return output
+
+
+def synchronize() -> None:
+    """Wait for queued CUDA work, so results and timings are final before they are read."""
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+        torch.cuda.synchronize()
+
+
+@contextmanager
+def nothing() -> Iterator[None]:
+    yield
+
+
+# --- RNG ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class RngState:
+    """The global CPU and CUDA generators' states: restored before each run of a call, so every
+    run (eager, compiled, re-runs, triage's replays) draws the same random numbers."""
+
+    cpu: torch.Tensor
+    cuda: list[torch.Tensor] | None
+
+    @classmethod
+    def capture(cls) -> RngState:
+        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None  # type: ignore[no-untyped-call]
+        return cls(torch.random.get_rng_state(), cuda)
+
+    def restore(self) -> None:
+        torch.random.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
