@@ -342,9 +342,10 @@ class Checker:
             cudagraphs=self.settings.uses_cudagraphs,
         )
         result = run_side(side, self.settings.backward, around)
-        # The copies' tensors are watched by their marks; their plain attributes by the
-        # caller's, which they were synced from.
-        return result, bool(watch.attributes_changed(state_left(result, side))), copies
+        # The copies' tensors are watched by their marks; their plain attributes and the names
+        # of their state by the caller's, which they were synced from.
+        now = state_left(result, side)
+        return result, bool(watch.attributes_changed(now) or copies.rebound(now)), copies
 
     def _start_fresh_cache(self) -> None:
         """Hypothesis examples filled Dynamo's cache up to its recompile limit: start a new one.

@@ -283,6 +283,17 @@ class Copies:
         """Ids of every caller's tensor that has a copy."""
         return set(self._copies)
 
+    def rebound(self, now: Mapping[str, Any]) -> list[str]:
+        """Names in `now` (the compiled side's state after the call) that hold a tensor none of
+        the copies is: a buffer or `.grad` the call bound anew, state it created."""
+        keys = {view_key(t) for t in self._copies.values() if t.layout == torch.strided}
+        return [
+            name
+            for name, t in now.items()
+            if isinstance(t, torch.Tensor)
+            and (t.layout != torch.strided or view_key(t) not in keys)
+        ]
+
 
 @dataclass(frozen=True)
 class StateBefore:
@@ -298,7 +309,7 @@ class StateBefore:
 
     snapshot: Any  # (module, args, kwargs) as they were, or None
     written: dict[int, torch.Tensor]  # id of a caller tensor -> a copy of it before the call
-    kept: frozenset[tuple[Any, ...]] = frozenset()  # _view_key of each of those caller tensors
+    kept: frozenset[tuple[Any, ...]] = frozenset()  # view_key of each of those caller tensors
 
     @classmethod
     def take(cls, call: Any, copies: Copies, attributes_moved: bool) -> StateBefore:
@@ -317,7 +328,7 @@ class StateBefore:
             for i, t in originals.items()
             if t.layout == torch.strided and t.untyped_storage().data_ptr() in storages
         }
-        return cls(None, clone_tree(shared), frozenset(_view_key(t) for t in shared.values()))
+        return cls(None, clone_tree(shared), frozenset(view_key(t) for t in shared.values()))
 
     def copy(self, call: Any, copier: Callable[[Any, dict[int, Any]], Any]) -> Any:
         """A fresh copy of the call as it was, made by `copier` (clone_tree, upcast_tree...)."""
@@ -333,7 +344,7 @@ class StateBefore:
         return watch.changed(now, self._keeps)
 
     def _keeps(self, t: torch.Tensor) -> bool:
-        return bool(self.kept) and t.layout == torch.strided and _view_key(t) in self.kept
+        return bool(self.kept) and t.layout == torch.strided and view_key(t) in self.kept
 
 
 def _memory(t: torch.Tensor) -> int | None:
@@ -341,7 +352,7 @@ def _memory(t: torch.Tensor) -> int | None:
     return t.untyped_storage().data_ptr() if t.layout == torch.strided else None
 
 
-def _view_key(t: torch.Tensor) -> tuple[Any, ...]:
+def view_key(t: torch.Tensor) -> tuple[Any, ...]:
     """What makes two tensor objects the same view of the same memory."""
     return (t.untyped_storage().data_ptr(), t.storage_offset(), t.shape, t.stride(), t.dtype)
 
@@ -406,8 +417,14 @@ def _module_state(module: torch.nn.Module, owner: str) -> dict[str, Any]:
 
 
 def _optimizer_state(optimizer: torch.optim.Optimizer, owner: str) -> dict[str, Any]:
+    """Per-parameter state (tensors) and each group's hyper-parameters (`lr`, `momentum`...),
+    which a scheduler or the step itself may change."""
     state: dict[str, Any] = {}
     for g, group in enumerate(optimizer.param_groups):
+        for key, value in group.items():
+            if key != "params" and (isinstance(value, torch.Tensor) or pystate.is_plain(value)):
+                detached = value.detach() if isinstance(value, torch.Tensor) else value
+                state[f"{owner}: param_groups[{g}][{key!r}]"] = detached
         for p, param in enumerate(group["params"]):
             for key, value in optimizer.state.get(param, {}).items():
                 if isinstance(value, torch.Tensor):
@@ -467,23 +484,41 @@ class Watch:
         self, now: Mapping[str, Any], kept: Callable[[torch.Tensor], bool] = lambda t: False
     ) -> list[str]:
         """Names of what changed since the watch was taken; `now` is `state_after` of the same
-        objects after the call (it also names plain attributes the call created). Tensors
-        whose earlier value is `kept` elsewhere are left out."""
+        objects after the call. A tensor changed when it was written or when its name now holds
+        another tensor (a buffer or `.grad` rebound); tensors whose earlier value is `kept`
+        elsewhere are left out."""
         moved = [
             name
             for name, t, version in self.versions
-            if (version is None or _compat.version_counter(t) != version) and not kept(t)
+            if (
+                version is None
+                or _compat.version_counter(t) != version
+                or (name in now and _rebound(t, now[name]))
+            )
+            and not kept(t)
         ]
         return moved + self.attributes_changed(now)
 
     def attributes_changed(self, now: Mapping[str, Any]) -> list[str]:
-        """Names of plain attributes that `now` holds otherwise than the watch, or newly."""
+        """Names whose state is not what it was, other than a tensor written in place: plain
+        attributes that `now` holds otherwise, and names the call created or removed (a
+        `.grad`, optimizer state a first step creates, a new attribute). `now` may be the state
+        of copies of the watched objects: only names and plain values are compared."""
+        watched = {name for name, _, _ in self.versions}
         moved = [name for name, value in self.attributes.items() if not _same(now.get(name), value)]
-        return moved + [
-            name
-            for name, value in now.items()
-            if name not in self.attributes and not isinstance(value, torch.Tensor)
-        ]
+        created = [name for name in now if name not in self.attributes and name not in watched]
+        removed = [name for name in watched if name not in now]
+        return moved + created + removed
+
+
+def _rebound(before: torch.Tensor, now: Any) -> bool:
+    """Whether a name that held `before` now holds other memory (state walks detach, so the
+    tensor objects differ even where nothing changed)."""
+    if not isinstance(now, torch.Tensor):
+        return True
+    if before.layout != torch.strided or now.layout != torch.strided:
+        return now.layout != before.layout
+    return view_key(now) != view_key(before)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_torchcompile import runner, snapshot
+from pytest_torchcompile import parity, runner, snapshot
 from pytest_torchcompile.errors import ParityError
 from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.settings import Settings
@@ -127,3 +127,102 @@ def test_a_copy_written_through_an_aliasing_copy_counts_as_written() -> None:
     x_copy.mul_(2)
     assert copies.written() == {id(x), id(y)}
     assert copies.unchanged() == {}
+
+
+def _train_step(
+    model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor
+) -> torch.Tensor:
+    optimizer.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    optimizer.step()
+    return loss.detach()
+
+
+class Rebinding(nn.Module):
+    """Binds its buffer anew on every call (no in-place write for a version counter to see)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 4)
+        self.register_buffer("total", torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.total = self.total + x.sum(0)
+        return self.linear(x) + self.total
+
+
+def _eager_and_rerun(
+    monkeypatch: pytest.MonkeyPatch, fn: Any, *args: Any
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Eager's state after one checked call, and a plain eager re-run's, from the checker."""
+    seen: dict[str, Any] = {}
+    compare = parity.compare
+
+    def spy(eager: Any, compiled: Any, options: Any, **reruns: Any) -> Any:
+        assert reruns["eager_again"] is not None
+        seen["eager"], seen["again"] = eager, reruns["eager_again"]()
+        return compare(eager, compiled, options, **reruns)
+
+    monkeypatch.setattr(parity, "compare", spy)
+    checker = Checker(Settings(backend="eager"))
+    with isolated(checker.accountant):
+        checker(fn, *args)
+    eager, again = seen["eager"], seen["again"]
+    assert again.exception is None, again.exception
+    return dict(eager.after, output=eager.output), dict(again.after, output=again.output)
+
+
+@pytest.mark.parametrize(
+    "make_optimizer",
+    [
+        lambda params: torch.optim.SGD(params, lr=0.1, momentum=0.9),
+        # eps=1e-4: Adam's default 1e-8 is below float16's range (eager divides by zero there)
+        lambda params: torch.optim.Adam(params, lr=1e-2, eps=1e-4),
+    ],
+    ids=["sgd-momentum", "adam"],
+)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16], ids=str)
+def test_a_re_run_of_a_first_optimizer_step_reproduces_eager_bit_for_bit(
+    monkeypatch: pytest.MonkeyPatch, make_optimizer: Any, dtype: torch.dtype
+) -> None:
+    """The first step creates the optimizer's state (momentum buffers, step counters): a re-run
+    must start without it, as the call did, not from the state eager's step left."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4)).to(dtype)
+    optimizer = make_optimizer(model.parameters())
+    x, y = torch.randn(8, 8, dtype=dtype), torch.randn(8, 4, dtype=dtype)
+    for _ in range(2):  # the first step, and one from the state it left
+        eager, again = _eager_and_rerun(monkeypatch, _train_step, model, optimizer, x, y)
+        assert eager.keys() == again.keys()
+        assert any("optimizer state" in name for name in eager)
+        for name, value in eager.items():
+            if isinstance(value, torch.Tensor):
+                assert torch.equal(value, again[name]), name
+            else:
+                assert value == again[name], name
+
+
+def test_a_re_run_starts_from_a_buffer_the_call_rebinds(monkeypatch: pytest.MonkeyPatch) -> None:
+    model, x = Rebinding(), torch.randn(2, 4)
+    eager, again = _eager_and_rerun(monkeypatch, model, x)
+    assert torch.equal(eager["buffer 'total'"], again["buffer 'total'"])
+    assert torch.equal(eager["output"], again["output"])
+
+
+def test_a_first_optimizer_step_with_a_planted_error_is_judged_not_called_nondeterministic() -> (
+    None
+):
+    """The README's training example failed on a seed with "two eager runs differ": the re-run
+    had started from the momentum buffers eager's step created. Judged faithfully, a planted
+    gradient error is the compiler's, by the float64 reference."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 16), nn.Tanh(), nn.Linear(16, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    checker = Checker(Settings(backend="planted:corrupt_gradient"))
+    with isolated(checker.accountant), pytest.raises(ParityError) as failure:
+        checker(_train_step, model, optimizer, torch.randn(8, 8), torch.randn(8, 4))
+    message = str(failure.value)
+    assert "parameter '0.weight': values are not close" in message
+    assert "does not reproduce" not in message
+    assert "Judged against a float64 reference" in message
