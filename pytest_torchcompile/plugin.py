@@ -356,7 +356,7 @@ def _check_budget_file(config: pytest.Config, record: ParityRecord) -> None:
 
 def _record(item: pytest.Item, checker: Any, verdict: str) -> ParityRecord:
     settings: Settings = checker.settings
-    return ParityRecord(
+    record = ParityRecord(
         nodeid=item.nodeid,
         device=",".join(checker.devices_seen) or "none",  # none: no call was checked
         backend=settings.backend,
@@ -369,6 +369,10 @@ def _record(item: pytest.Item, checker: Any, verdict: str) -> ParityRecord:
         wall_time_s=checker.wall_time_s,
         notes=list(checker.notes),
     )
+    if checker.rejected:  # Hypothesis examples eager raised on, rejected
+        record["rejected"] = checker.rejected
+        record["first_rejection"] = checker.first_rejection
+    return record
 
 
 def _relax_hypothesis_for_compiles(item: pytest.Item, *, intercepted: bool) -> None:
@@ -492,10 +496,11 @@ class _SessionHooks:
             output[GPU_OUTPUT] = f"cuda:{index} ({torch.cuda.get_device_name(index)})"
 
     def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        """Shown with --compile-report, or when a budget verdict is worth reading."""
+        """Shown with --compile-report, or when a budget verdict, a failure's triage or a
+        rejected example is worth reading."""
         run = self._run
         notable = any(v.status != "unchanged" for v in (run.verdicts or {}).values()) or any(
-            "artifacts" in record for record in run.records
+            "artifacts" in record or "rejected" in record for record in run.records
         )
         lines = summary_lines(run.records, run.verdicts) if run.report_path or notable else []
         lines += intercept_summary_lines(run.records)

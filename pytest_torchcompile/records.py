@@ -83,6 +83,9 @@ class ParityRecord(TypedDict):
     largest_errors: list[LeafError]
     wall_time_s: float
     notes: NotRequired[list[str]]  # what the checker did that the reader should know
+    # Hypothesis examples rejected because eager raised on them (and compiled raised alike).
+    rejected: NotRequired[int]
+    first_rejection: NotRequired[str]  # the first such error, "Type: message"
     # After a parity failure (triage.py): the stage line, repro.py's path, the artifacts directory.
     stage: NotRequired[str]
     repro: NotRequired[str]

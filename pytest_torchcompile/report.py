@@ -86,6 +86,8 @@ def section_text(record: ParityRecord) -> str:
         lines += _numbered("cudagraphs skipped", counts["cudagraph_skips"])
     if record.get("notes"):
         lines += _numbered("notes", record.get("notes", []))
+    if record.get("rejected"):
+        lines.append(_rejected_line(record))
     if "module_calls" in record:
         lines += _numbered("intercepted module calls", _call_lines(record["module_calls"]))
     lines += _error_table(record["largest_errors"])
@@ -175,6 +177,7 @@ def summary_lines(
     lines += [f"IMPROVED {n} - {v.message}" for n, v in verdicts if v.status == "improved"]
     lines += _triaged(ordered)
     lines += _counts_table(ordered)
+    lines += _rejections(ordered)
     unrecorded = [n for n, v in verdicts if v.status == "unrecorded"]
     if unrecorded:
         lines.append(
@@ -201,6 +204,27 @@ def _triaged(records: list[ParityRecord]) -> list[str]:
         if record.get("repro"):
             lines.append(f"    repro: python {record.get('repro')}")
     return lines + _more(len(triaged), "tests")
+
+
+def _rejected_line(record: ParityRecord) -> str:
+    return (
+        f"examples rejected: {record.get('rejected', 0)} (eager raised on them and compiled "
+        f"raised alike: the program rejects these inputs); the first: "
+        f"{record.get('first_rejection', '')}"
+    )
+
+
+def _rejections(records: list[ParityRecord]) -> list[str]:
+    """Tests whose Hypothesis examples eager rejected, with how many and the first error."""
+    rejecting = [r for r in records if r.get("rejected")]
+    if not rejecting:
+        return []
+    lines = [f"examples rejected because eager raised on them ({len(rejecting)} test(s)):"]
+    for record in rejecting[:_MAX_LISTED]:
+        lines.append(
+            f"  {record.get('rejected')}  {record['nodeid']}: {record.get('first_rejection')}"
+        )
+    return lines + _more(len(rejecting), "tests")
 
 
 def _counts_table(records: list[ParityRecord]) -> list[str]:
@@ -293,7 +317,7 @@ def _test_entry(
             for e in record["largest_errors"]
         ],
     }
-    for key in _TRIAGE_KEYS:
+    for key in (*_TRIAGE_KEYS, "rejected", "first_rejection"):
         if key in record:
             entry[key] = record[key]  # type: ignore[literal-required]
     if "module_calls" in record:

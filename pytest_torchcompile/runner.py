@@ -118,6 +118,7 @@ class Checker:
         self.notes: list[str] = []  # what the checker did that the report should say
         self.calls = 0
         self.rejected = 0  # Hypothesis examples rejected because eager raised on them
+        self.first_rejection = ""  # the first such error, "Type: message"
         self.devices_seen: list[str] = []
         self.largest_errors: dict[str, LeafError] = {}
         self.wall_time_s = 0.0
@@ -408,11 +409,7 @@ class Checker:
             from hypothesis import reject
 
             self.rejected += 1
-            note = (
-                f"{self.rejected} example(s) rejected: eager raised on them (reject_eager_errors)"
-            )
-            self.notes = [n for n in self.notes if not n.endswith("(reject_eager_errors)")]
-            self.notes.append(note)
+            self.first_rejection = self.first_rejection or _first_line(exc)
             reject()
         source = self.settings.source("reject_eager_errors")
         lines = [
@@ -423,8 +420,8 @@ class Checker:
         ]
         if self.examples:
             lines.append(
-                "  To treat inputs eager rejects as no example at all (hypothesis.reject()), mark "
-                f"the test compile_parity(reject_eager_errors=True) (now {source})."
+                f"  reject_eager_errors=False ({source}): with its default, True, an example "
+                "eager rejects is no example at all (hypothesis.reject()) and the test goes on."
             )
         exc.add_note("\n".join(lines))
         raise exc

@@ -249,9 +249,10 @@ TEST_OPTIONS: tuple[Option, ...] = (
     Option(
         "reject_eager_errors",
         _parse_bool,
-        False,
+        True,
         "under @given, an example on which eager raises (and compiled raises alike) is "
-        "rejected with hypothesis.reject() instead of failing the test (default: false)",
+        "rejected with hypothesis.reject() instead of failing the test; false re-raises "
+        "eager's error (default: true)",
     ),
 )
 MARKER_KEYS: tuple[str, ...] = tuple(option.name for option in TEST_OPTIONS)
@@ -273,7 +274,7 @@ class Settings:
     atol: float | None = None
     backward: bool = True
     check_strides: bool = True
-    reject_eager_errors: bool = False
+    reject_eager_errors: bool = True
     # Where each value came from, for messages: "default", "ini compile_backend",
     # "--compile-backend", "marker on test_x", "assert_compile_parity(...)".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
