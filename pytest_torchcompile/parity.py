@@ -50,23 +50,38 @@ chunk-sized float64 temporaries.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor
 
 from pytest_torchcompile import _compat
+from pytest_torchcompile.closeness import (
+    NOISE_ULPS,
+    Scan,
+    Settled,
+    dense,
+    distance,
+    is_inexact,
+    noise_floor,
+    nonfinite_text,
+    num,
+    peak_text,
+    plain_pair,
+    plainly_close,
+    plainly_close_all,
+    reads_wait,
+    rms,
+    same_nonfinite,
+    scan_leaf,
+    value_lines,
+)
 from pytest_torchcompile.errors import ParityError
 
 REFERENCE_SLACK = 3.0
 """k in the float64-reference rule: compiled may be this many times eager's own worst error away."""
-
-NOISE_ULPS = 128.0
-"""Reduction-order noise the reference rule allows: this many ulps (of the accumulation precision)
-of the leaf's RMS magnitude."""
 
 SENSITIVITY_SLACK = 3.0
 """k in the rounding-noise rule: compiled may move this many times as far as rounding noise does."""
@@ -83,8 +98,6 @@ _DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.complex64: (1.3e-6, 1e-5),
     torch.complex128: (1e-7, 1e-7),
 }
-
-_CHUNK = 1 << 22  # elements per float64 working chunk (32 MiB per temporary)
 _EXCEPTION_TEXT_LIMIT = 2000
 
 
@@ -261,7 +274,7 @@ class _Comparer:
         self.perturbed = _Rerun(perturbed)
         self.noise_base = _Rerun(noise_base)
         self.leaves: list[LeafComparison] = []
-        self._settled: dict[str, _Settled] = {}  # plain verdicts of the tensor leaves, by name
+        self._settled: dict[str, Settled] = {}  # plain verdicts of the tensor leaves, by name
 
     def settle_plainly(self, eager: SideResult, compiled: SideResult) -> None:
         """Judge every tensor leaf both sides hold alike by the plain tolerance at once, where
@@ -273,40 +286,40 @@ class _Comparer:
         the verdicts from here."""
         # A call's tensors share a device as a rule; in a mixed call whose first tensor found
         # is on the CPU, leaves are read one by one: slower on the GPU, the same verdicts.
-        if not _reads_wait(next(_tensors(eager), None)):
+        if not reads_wait(next(_tensors(eager), None)):
             return
         found, given = _index(eager), _index(compiled)
         pairs = [
             (name, given[name].detach(), e.detach(), *self.options.tolerances(e.dtype))
             for name, e in found.items()
-            if _reads_wait(e) and _plain_pair(e, given.get(name))
+            if reads_wait(e) and plain_pair(e, given.get(name))
         ]
         self._settled = {
-            name: _Settled(c, e, rtol, atol, *verdicts)
+            name: Settled(c, e, rtol, atol, *verdicts)
             for (name, c, e, rtol, atol), verdicts in zip(
-                pairs, _plainly_close_all([pair[1:] for pair in pairs]), strict=True
+                pairs, plainly_close_all([pair[1:] for pair in pairs]), strict=True
             )
         }
 
     def _plainly_close(
         self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
     ) -> tuple[float, float] | None:
-        """`_plainly_close`, read from `settle_plainly`'s verdicts where they hold this leaf."""
+        """`plainly_close`, read from `settle_plainly`'s verdicts where they hold this leaf."""
         settled = self._settled_for(name, c, e, rtol, atol)
-        return settled.verdict if settled else _plainly_close(c, e, rtol, atol)
+        return settled.verdict if settled else plainly_close(c, e, rtol, atol)
 
     def _within_noise_floor(
         self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
     ) -> tuple[float, float] | None:
-        """`_plainly_close` with the reduction-order noise floor of `e` added to atol."""
+        """`plainly_close` with the reduction-order noise floor of `e` added to atol."""
         settled = self._settled_for(name, c, e, rtol, atol)
         if settled:
             return settled.within_floor
-        return _plainly_close(c, e, rtol, atol + _noise_floor(e, e.dtype))
+        return plainly_close(c, e, rtol, atol + noise_floor(e, e.dtype))
 
     def _settled_for(
         self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
-    ) -> _Settled | None:
+    ) -> Settled | None:
         settled = self._settled.get(name)
         return settled if settled is not None and settled.judges(c, e, rtol, atol) else None
 
@@ -397,22 +410,22 @@ class _Comparer:
             )
             self._fail(name, body, section, eager_value=e)
             return
-        self._values(name, _dense(e), _dense(c), problems, section)
+        self._values(name, dense(e), dense(c), problems, section)
 
     def _values(self, name: str, e: Tensor, c: Tensor, problems: list[str], section: str) -> None:
         rtol, atol = self.options.tolerances(e.dtype)
         passed = None if problems else self._plainly_close(name, c, e, rtol, atol)
-        if passed is None and not problems and self.options.rtol is None and _is_inexact(e):
+        if passed is None and not problems and self.options.rtol is None and is_inexact(e):
             # Within reduction-order noise of eager: the reference rule would pass it (with r the
             # reference, |c - r| <= |c - e| + |e - r|), so no re-run is needed to say so.
             passed = self._within_noise_floor(name, c, e, rtol, atol)
         if passed is not None:
             self.leaves.append(LeafComparison(name, True, *passed, ""))
             return
-        scan = _scan(c, e, rtol, atol)
+        scan = scan_leaf(c, e, rtol, atol)
         verdict, reference_lines, note = scan, list[str](), ""
         rules = self.reference.given or self.perturbed.given
-        differs = self._rerun_differs(name, e) if scan.mismatched and _is_inexact(e) else ""
+        differs = self._rerun_differs(name, e) if scan.mismatched and is_inexact(e) else ""
         if differs.startswith("no faithful re-run") and rules:
             reference_lines.append(
                 f"  Not judged by the float64 reference or eager's rounding noise: {differs}."
@@ -420,7 +433,7 @@ class _Comparer:
         elif differs and not differs.startswith("no faithful re-run"):
             self._judge_by_eager_spread(name, e, c, scan, problems, differs)
             return
-        if scan.mismatched and rules and _is_inexact(e) and not differs:
+        if scan.mismatched and rules and is_inexact(e) and not differs:
             if self.reference.given:
                 verdict, reference_lines = self._judge_by_reference(name, e, c, rtol, atol, scan)
             if (
@@ -447,7 +460,7 @@ class _Comparer:
         if problems and problems[-1].startswith("memory layout"):
             lines.append("  (check_strides=False ignores strides)")
         if verdict.mismatched:
-            lines += _value_lines(verdict, e, c, rtol, atol) + reference_lines
+            lines += value_lines(verdict, e, c, rtol, atol) + reference_lines
         self._fail(
             name,
             "\n".join(lines),
@@ -459,37 +472,37 @@ class _Comparer:
         )
 
     def _judge_by_reference(
-        self, name: str, e: Tensor, c: Tensor, rtol: float, atol: float, plain: _Scan
-    ) -> tuple[_Scan, list[str]]:
+        self, name: str, e: Tensor, c: Tensor, rtol: float, atol: float, plain: Scan
+    ) -> tuple[Scan, list[str]]:
         """Re-judge a leaf that failed the plain tolerance against the float64 reference."""
         r, why_not = self._reference_leaf(name, e)
         if r is None:
             return plain, [
                 f"  No float64 reference here ({why_not}): judged by the plain tolerance."
             ]
-        eager_error = _distance(e, r)
-        compiled_error = _distance(c, r)
-        floor = _noise_floor(r, e.dtype)
+        eager_error = distance(e, r)
+        compiled_error = distance(c, r)
+        floor = noise_floor(r, e.dtype)
         slack = REFERENCE_SLACK * eager_error.value + floor
-        verdict = _scan(c, e, rtol, atol, reference=r, slack=slack)
+        verdict = scan_leaf(c, e, rtol, atol, reference=r, slack=slack)
         lines = [
             "  Judged against a float64 reference (eager re-run on inputs and state upcast):",
-            f"    eager vs compiled:             {_peak_text(plain.abs_all, e)}"
-            f"{_nonfinite_text(e, c, ('eager', 'compiled'))}",
-            f"    eager vs float64 reference:    {_peak_text(eager_error, e)}"
-            f"{_nonfinite_text(e, r, ('eager', 'reference'))}",
-            f"    compiled vs float64 reference: {_peak_text(compiled_error, e)}"
-            f"{_nonfinite_text(c, r, ('compiled', 'reference'))}",
+            f"    eager vs compiled:             {peak_text(plain.abs_all, e)}"
+            f"{nonfinite_text(e, c, ('eager', 'compiled'))}",
+            f"    eager vs float64 reference:    {peak_text(eager_error, e)}"
+            f"{nonfinite_text(e, r, ('eager', 'reference'))}",
+            f"    compiled vs float64 reference: {peak_text(compiled_error, e)}"
+            f"{nonfinite_text(c, r, ('compiled', 'reference'))}",
             f"    allowed: |compiled - reference| <= atol + rtol * |reference| + "
-            f"{REFERENCE_SLACK:g} * {_num(eager_error.value)} (eager's own error) + "
-            f"{_num(floor)} (reduction-order noise: {NOISE_ULPS:g} ulps of the leaf's rms) "
-            f"with atol={_num(atol)}, rtol={_num(rtol)}",
+            f"{REFERENCE_SLACK:g} * {num(eager_error.value)} (eager's own error) + "
+            f"{num(floor)} (reduction-order noise: {NOISE_ULPS:g} ulps of the leaf's rms) "
+            f"with atol={num(atol)}, rtol={num(rtol)}",
         ]
         return verdict, lines
 
     def _judge_by_rounding_noise(
-        self, name: str, e: Tensor, c: Tensor, verdict: _Scan
-    ) -> tuple[_Scan, list[str]]:
+        self, name: str, e: Tensor, c: Tensor, verdict: Scan
+    ) -> tuple[Scan, list[str]]:
         """Re-judge a leaf that still fails against how far rounding noise moves eager."""
         noisy = self._rerun_leaf(self.perturbed, name, e)
         base = self._rerun_leaf(self.noise_base, name, e) if self.noise_base.given else e
@@ -501,22 +514,22 @@ class _Comparer:
                 ]
         if noisy is None or base is None:
             return verdict, []
-        moved_by_compiler, moved_by_noise = _rms(c, e), _rms(noisy, base)
+        moved_by_compiler, moved_by_noise = rms(c, e), rms(noisy, base)
         bound = SENSITIVITY_SLACK * moved_by_noise
         lines = [
             "  Judged by eager's rounding noise (eager re-run with every operation's result "
             "rounded to a neighbouring value, reductions by sqrt(terms) ulps, fused operations "
             "decomposed, inputs and state nudged by one ulp):",
-            f"    rms |compiled - eager| {_num(moved_by_compiler)}, rms |noisy - noiseless "
-            f"re-run| {_num(moved_by_noise)}; allowed: {SENSITIVITY_SLACK:g} * "
-            f"{_num(moved_by_noise)}",
+            f"    rms |compiled - eager| {num(moved_by_compiler)}, rms |noisy - noiseless "
+            f"re-run| {num(moved_by_noise)}; allowed: {SENSITIVITY_SLACK:g} * "
+            f"{num(moved_by_noise)}",
         ]
         if moved_by_compiler <= bound:
             return dataclasses.replace(verdict, mismatched=0, value_mismatches=0), lines
         return verdict, lines
 
     def _judge_by_eager_spread(
-        self, name: str, e: Tensor, c: Tensor, plain: _Scan, problems: list[str], differs: str
+        self, name: str, e: Tensor, c: Tensor, plain: Scan, problems: list[str], differs: str
     ) -> None:
         """Judge a leaf that a plain eager re-run does not reproduce (`differs` says how).
 
@@ -531,7 +544,7 @@ class _Comparer:
         third = self._rerun_leaf(self.eager_third, name, e)
         lines = [f"{name}: {'tensor metadata differs' if problems else 'values are not close'}"]
         lines += [f"  {p}" for p in problems]
-        lines += _value_lines(plain, e, c, rtol, atol)
+        lines += value_lines(plain, e, c, rtol, atol)
         if second is None or third is None or self.eager_third.result().exception is not None:
             lines.append(f"  {_nondeterministic_text(differs)}")
             self._failed(name, lines, plain, nondeterministic=True)
@@ -546,11 +559,11 @@ class _Comparer:
             )
             self._failed(name, lines, plain, nondeterministic=False)
             return
-        spread = max(_distance(a, b).value for a, b in ((second, e), (third, e), (second, third)))
-        verdict = _scan(c, e, rtol, atol, reference=e, slack=spread)
+        spread = max(distance(a, b).value for a, b in ((second, e), (third, e), (second, third)))
+        verdict = scan_leaf(c, e, rtol, atol, reference=e, slack=spread)
         rule = (
             f"eager is nondeterministic here: three eager runs from one snapshot differ by up to "
-            f"{_num(spread)} ({differs})"
+            f"{num(spread)} ({differs})"
         )
         if not verdict.mismatched and not problems:
             note = f"{name}: {rule}; compiled is within that run-to-run spread"
@@ -560,13 +573,13 @@ class _Comparer:
             return
         lines.append(
             f"  Judged against eager's run-to-run spread: {rule}; allowed: |compiled - eager| <= "
-            f"atol + rtol * |eager| + {_num(spread)}, and compiled is outside it at "
+            f"atol + rtol * |eager| + {num(spread)}, and compiled is outside it at "
             f"{verdict.mismatched} element(s). To compare without eager's spread, call "
             "torch.use_deterministic_algorithms(True)."
         )
         self._failed(name, lines, plain, nondeterministic=True)
 
-    def _failed(self, name: str, lines: list[str], plain: _Scan, *, nondeterministic: bool) -> None:
+    def _failed(self, name: str, lines: list[str], plain: Scan, *, nondeterministic: bool) -> None:
         message = "\n".join(lines) + _context_suffix(self.options.context)
         self.leaves.append(
             LeafComparison(
@@ -580,7 +593,7 @@ class _Comparer:
         _, value = rerun.get(name)
         if isinstance(value, float | complex):
             value = torch.tensor(value, dtype=e.dtype)
-        return _dense(value) if isinstance(value, Tensor) and value.shape == e.shape else None
+        return dense(value) if isinstance(value, Tensor) and value.shape == e.shape else None
 
     def _reference_leaf(self, name: str, e: Tensor) -> tuple[Tensor | None, str]:
         """The float64 reference for this leaf, or None and the reason there is none."""
@@ -594,7 +607,7 @@ class _Comparer:
             return None, f"the reference run has no {'tensor at this' if found else 'such'} leaf"
         if value.shape != e.shape:
             return None, f"the reference has shape {tuple(value.shape)}, eager {tuple(e.shape)}"
-        return _dense(value), ""
+        return dense(value), ""
 
     # -- failures and eager's own nondeterminism --
 
@@ -624,7 +637,7 @@ class _Comparer:
             if type(again.exception) is type(eager_value):
                 return ""
             how = f"a second eager run {_outcome(again.exception, again.raised_in_backward)}"
-        elif isinstance(eager_value, Tensor) and _is_inexact(eager_value):
+        elif isinstance(eager_value, Tensor) and is_inexact(eager_value):
             how = self._rerun_differs(name, eager_value)
         elif again.exception is not None:
             how = f"a second eager run raised {_exc_text(again.exception)}"
@@ -641,7 +654,7 @@ class _Comparer:
                 if not failed:
                     return ""
                 worst = max(leaf.max_abs for leaf in failed)
-                how = "two eager runs differ" + (f" by {_num(worst)}" if worst else "")
+                how = "two eager runs differ" + (f" by {num(worst)}" if worst else "")
         if not how:
             return ""
         if section != "exception" and again.exception is None:
@@ -678,11 +691,11 @@ class _Comparer:
         if not isinstance(value, Tensor) or value.shape != e.shape or value.dtype != e.dtype:
             return f"a second eager run {'has something else at' if found else 'lacks'} this leaf"
         rtol, atol = self.options.tolerances(e.dtype)
-        value = _dense(value)
-        scan = _scan(value, e, rtol, atol, reference=e, slack=_noise_floor(e, e.dtype))
+        value = dense(value)
+        scan = scan_leaf(value, e, rtol, atol, reference=e, slack=noise_floor(e, e.dtype))
         if not scan.mismatched:
             return ""
-        worst = f" by up to {_num(scan.abs_bad.value)}" if scan.value_mismatches else ""
+        worst = f" by up to {num(scan.abs_bad.value)}" if scan.value_mismatches else ""
         return f"two eager runs differ at {scan.mismatched} element(s){worst}"
 
 
@@ -702,8 +715,8 @@ def _identical(a: Any, b: Any) -> bool:
             return False
         if (a.dtype, a.shape) != (b.dtype, b.shape):
             return False
-        a, b = _dense(a), _dense(b)
-        return bool(torch.equal(a, b)) or bool(_same_nonfinite(a, b).all())
+        a, b = dense(a), dense(b)
+        return bool(torch.equal(a, b)) or bool(same_nonfinite(a, b).all())
     try:
         return bool(a == b)
     except Exception:
@@ -817,14 +830,6 @@ def _layout(t: Tensor) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return order, broadcast
 
 
-def _dense(t: Tensor) -> Tensor:
-    """The strided, plain-valued form that values are compared in."""
-    t = t.detach()
-    if t.is_quantized:
-        return t.dequantize()
-    return t.to_dense() if t.layout != torch.strided else t
-
-
 def _type_name(exc: BaseException) -> str:
     return type(exc).__name__
 
@@ -853,152 +858,7 @@ def _context_suffix(context: str) -> str:
     return f"\n\n{context}" if context else ""
 
 
-def _num(x: float) -> str:
-    return f"{x:.4g}"
-
-
 # --- element-wise numerics, in float64 chunks -----------------------------------------------
-
-
-@dataclass
-class _Peak:
-    """The greatest value seen and its flat index."""
-
-    value: float = 0.0
-    at: int = 0
-
-    def update(self, values: Tensor, start: int) -> None:
-        best, where = torch.max(values, 0)
-        if best.item() > self.value:
-            self.value, self.at = float(best.item()), start + int(where.item())
-
-
-@dataclass
-class _Scan:
-    """Element-wise verdict of compiled against eager over one leaf."""
-
-    numel: int
-    mismatched: int = 0  # all failing elements
-    value_mismatches: int = 0  # failing elements where both sides are finite
-    first_placement: int = -1  # flat index of the first NaN/inf placement difference
-    abs_all: _Peak = field(default_factory=_Peak)  # |c - e| over finite pairs
-    rel_all: _Peak = field(default_factory=_Peak)  # |c - e| / |e| over finite pairs, e != 0
-    abs_bad: _Peak = field(default_factory=_Peak)  # as abs_all, over value mismatches only
-    rel_bad: _Peak = field(default_factory=_Peak)
-    rescued: int = 0  # elements eager has non-finite where compiled agrees with a finite reference
-
-
-def _is_inexact(t: Tensor) -> bool:
-    return t.is_floating_point() or t.is_complex()
-
-
-def _chunks(*tensors: Tensor) -> Iterator[tuple[int, list[Tensor]]]:
-    """Aligned slices of the flattened tensors (row-major, as indices are reported)."""
-    flat = [t.reshape(-1) for t in tensors]
-    for start in range(0, flat[0].numel(), _CHUNK):
-        yield start, [f[start : start + _CHUNK] for f in flat]
-
-
-def _widen(t: Tensor, device: torch.device) -> Tensor:
-    return t.to(device=device, dtype=torch.complex128 if t.is_complex() else torch.float64)
-
-
-def _finite_diff(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """x and y widened to float64/complex128, where both are finite, and |x - y| there (else 0)."""
-    xw, yw = _widen(x, x.device), _widen(y, x.device)
-    finite = xw.isfinite() & yw.isfinite()
-    return xw, yw, finite, torch.where(finite, (xw - yw).abs(), 0.0)
-
-
-def _rms(a: Tensor, b: Tensor) -> float:
-    """Root mean square of a - b over elements where both are finite."""
-    total, count = 0.0, 0
-    for _, (x, y) in _chunks(a, b):
-        _, _, finite, diff = _finite_diff(x, y)
-        total += float((diff * diff).sum())
-        count += int(finite.sum())
-    return (total / count) ** 0.5 if count else 0.0
-
-
-def _distance(a: Tensor, b: Tensor) -> _Peak:
-    """Greatest |a - b| over elements where both are finite."""
-    peak = _Peak()
-    for start, (x, y) in _chunks(a, b):
-        peak.update(_finite_diff(x, y)[3], start)
-    return peak
-
-
-def _plainly_close(c: Tensor, e: Tensor, rtol: float, atol: float) -> tuple[float, float] | None:
-    """(max_abs, max_rel) of a leaf that passes the plain tolerance with every element finite, as
-    `_scan` would find them; None when it may not, and `_scan` must judge it.
-
-    Most leaves of a passing call are equal (state the call did not change) or close and finite;
-    this settles them with one equality test, or a few fused float64 ops per chunk and a single
-    device sync, instead of the scan's per-element bookkeeping and dozens of syncs.
-    """
-    if e.dtype != torch.complex32 and torch.equal(c, e):  # complex32 has no equal kernel
-        return 0.0, 0.0  # NaN never equals NaN here unless c is e, where the scan passes too
-    if not _is_inexact(e):
-        return None
-    return _verdict(*_closeness(c, e, rtol, atol).tolist()[:3])
-
-
-def _plainly_close_all(
-    pairs: list[tuple[Tensor, Tensor, float, float]],
-) -> list[tuple[tuple[float, float] | None, tuple[float, float] | None]]:
-    """For each (c, e, rtol, atol): `_plainly_close`, and the same within the noise floor (as
-    `_within_noise_floor`), with two host syncs per device in all.
-
-    First which leaves differ at all (most state a call leaves alone is equal), then the fused
-    verdicts of the inexact ones that do; exact dtypes that differ are the scan's to judge.
-    """
-    differs = _read_all([(c != e).any() for c, e, _, _ in pairs])
-    equal = (0.0, 0.0)
-    verdicts: list[tuple[tuple[float, float] | None, tuple[float, float] | None]] = [
-        (None, None) if d else (equal, equal) for d in differs
-    ]
-    inexact = [i for i, d in enumerate(differs) if d and _is_inexact(pairs[i][1])]
-    rows = _read_all(
-        [_closeness(*pairs[i], floor=_floor_of(pairs[i][1], pairs[i][1].dtype)) for i in inexact]
-    )
-    for i, row in zip(inexact, rows, strict=True):
-        far, max_abs, max_rel, far_beyond_floor = row
-        verdicts[i] = _verdict(far, max_abs, max_rel), _verdict(far_beyond_floor, max_abs, max_rel)
-    return verdicts
-
-
-def _read_all(values: list[Tensor]) -> list[Any]:
-    """Each tensor's value as Python numbers, with one host sync per device."""
-    by_device: dict[torch.device, list[int]] = {}
-    for i, value in enumerate(values):
-        by_device.setdefault(value.device, []).append(i)
-    read: list[Any] = [None] * len(values)
-    for indices in by_device.values():
-        stacked = torch.stack([values[i].to(torch.float64) for i in indices]).tolist()
-        for i, value in zip(indices, stacked, strict=True):
-            read[i] = value
-    return read
-
-
-@dataclass(frozen=True)
-class _Settled:
-    """A leaf's plain verdict, computed ahead, and the exact pair and tolerances it was for."""
-
-    c: Tensor
-    e: Tensor
-    rtol: float
-    atol: float
-    verdict: tuple[float, float] | None
-    within_floor: tuple[float, float] | None
-
-    def judges(self, c: Tensor, e: Tensor, rtol: float, atol: float) -> bool:
-        views = [(t.data_ptr(), t.shape, t.stride(), t.dtype) for t in (c, e, self.c, self.e)]
-        return (rtol, atol) == (self.rtol, self.atol) and views[:2] == views[2:]
-
-
-def _reads_wait(t: Any) -> bool:
-    """Whether reading a value of `t` into Python waits for a device (not on the CPU)."""
-    return isinstance(t, Tensor) and t.device.type != "cpu"
 
 
 def _tensors(side: SideResult) -> Iterator[Tensor]:
@@ -1011,191 +871,3 @@ def _tensors(side: SideResult) -> Iterator[Tensor]:
             yield value
         else:
             pending += [child for _, child in _children(value) or []]
-
-
-def _plain_pair(e: Any, c: Any) -> bool:
-    """Both plain dense tensors alike in shape, dtype and device: comparable value by value."""
-    return (
-        type(e) in _PLAIN_TENSORS
-        and type(c) in _PLAIN_TENSORS
-        and e.layout == c.layout == torch.strided
-        and not (e.is_quantized or c.is_quantized)
-        and (e.shape, e.dtype, e.device) == (c.shape, c.dtype, c.device)
-        and e.dtype != torch.complex32  # no kernel compares it: left to _plainly_close
-    )
-
-
-_PLAIN_TENSORS = (Tensor, torch.nn.Parameter)  # not subclasses, whose storage may be elsewhere
-
-
-def _verdict(far: float, max_abs: float, max_rel: float) -> tuple[float, float] | None:
-    # A NaN or infinity on either side makes some diff NaN or inf, and so max_abs.
-    if far or not math.isfinite(max_abs):
-        return None
-    return max_abs, max_rel
-
-
-def _closeness(
-    c: Tensor, e: Tensor, rtol: float, atol: float, floor: Tensor | None = None
-) -> Tensor:
-    """[far, max_abs, max_rel, far_beyond_floor] of compiled against eager in float64 on their
-    device, unread: far is 1 where some element is outside atol + rtol * |e| or not finite;
-    far_beyond_floor the same with `floor` (a noise floor, unread) added to atol, else far."""
-    verdicts = [torch.zeros(4, dtype=torch.float64, device=e.device)]  # an empty leaf is equal
-    for _, (x, y) in _chunks(c, e):
-        # In place where a temporary is the checker's own, so at most three chunk-sized
-        # float64 temporaries are alive at once.
-        xw, yw = _widen(x, x.device), _widen(y, x.device)
-        diff = xw - yw
-        diff = diff.abs() if diff.is_complex() else diff.abs_()
-        del xw
-        magnitude = yw.abs_() if yw is not y and not yw.is_complex() else yw.abs()
-        del yw
-        allowed = magnitude.mul(rtol).add_(atol)
-        far = ~(diff <= allowed).all()
-        far_beyond_floor = far if floor is None else ~(diff <= allowed.add_(floor)).all()
-        max_abs = diff.amax()
-        rel = diff.div_(magnitude).masked_fill_(magnitude == 0, 0.0)
-        verdicts.append(
-            torch.stack([far.to(rel.dtype), max_abs, rel.amax(), far_beyond_floor.to(rel.dtype)])
-        )
-    return torch.stack(verdicts).amax(0)
-
-
-def _scan(
-    c: Tensor,
-    e: Tensor,
-    rtol: float,
-    atol: float,
-    *,
-    reference: Tensor | None = None,
-    slack: float = 0.0,
-) -> _Scan:
-    """Compare compiled against eager element by element.
-
-    Integers and bools must be equal. A floating element passes when both sides are the same
-    NaN/inf, or both are finite and |c - e| <= atol + rtol*|e| (torch.isclose). With a
-    reference `r` it also passes when compiled agrees with `r` rounded to the leaf's dtype:
-    both finite and |c - r| <= atol + rtol*|r| + slack, or both non-finite and either eager is
-    non-finite too (the result is undefined there: any kind) or the kinds are the same.
-    """
-    scan = _Scan(e.numel())
-    exact = not _is_inexact(e)
-    for start, chunk in _chunks(c, e) if reference is None else _chunks(c, e, reference):
-        cw, ew, finite, diff = _finite_diff(chunk[0], chunk[1])
-        if exact:
-            ok = chunk[0] == chunk[1]
-        else:
-            ok = torch.where(finite, diff <= atol + rtol * ew.abs(), _same_nonfinite(cw, ew))
-            if reference is not None:
-                rw = _widen(chunk[2], cw.device)
-                rounded = _widen(chunk[2].to(e.dtype), cw.device)  # the exact answer in e's dtype
-                c_finite, e_finite, r_finite = cw.isfinite(), ew.isfinite(), rounded.isfinite()
-                close = (cw - rw).abs() <= atol + rtol * rw.abs() + slack
-                agrees = torch.where(
-                    c_finite,
-                    r_finite & close,
-                    ~r_finite & (~e_finite | _same_nonfinite(cw, rounded)),
-                )
-                scan.rescued += int((agrees & ~ok & ~e_finite & c_finite).sum())
-                ok |= agrees
-        bad = ~ok
-        value_bad = bad & finite
-        placement = bad & ~finite
-        scan.mismatched += int(bad.sum())
-        scan.value_mismatches += int(value_bad.sum())
-        if scan.first_placement < 0 and bool(placement.any()):
-            scan.first_placement = start + int(placement.nonzero()[0, 0])
-        magnitude = ew.abs()
-        rel = diff / magnitude
-        scan.abs_all.update(diff, start)
-        scan.rel_all.update(torch.where(finite & (magnitude > 0), rel, 0.0), start)
-        scan.abs_bad.update(torch.where(value_bad, diff, 0.0), start)
-        scan.rel_bad.update(torch.where(value_bad, rel, 0.0), start)
-    return scan
-
-
-def _same_nonfinite(x: Tensor, y: Tensor) -> Tensor:
-    """Where x and y are the same NaN or the same infinity (or equal)."""
-    return (x.isnan() & y.isnan()) | (x == y)
-
-
-def _noise_floor(r: Tensor, dtype: torch.dtype) -> float:
-    """NOISE_ULPS ulps of the accumulation precision of `dtype`, times the rms of `r`'s finite
-    elements: what reordering a reduction may cost a correct compiler on this leaf."""
-    return float(_floor_of(r, dtype))
-
-
-def _floor_of(r: Tensor, dtype: torch.dtype) -> Tensor:
-    """`_noise_floor` as a float64 tensor on `r`'s device, unread."""
-    wide = dtype in (torch.float64, torch.complex128)
-    eps = torch.finfo(torch.float64 if wide else torch.float32).eps
-    total = torch.zeros((), dtype=torch.float64, device=r.device)
-    count = torch.zeros((), dtype=torch.float64, device=r.device)
-    for _, (x,) in _chunks(r):
-        xw = _widen(x, x.device)
-        finite = xw.isfinite()
-        total += torch.where(finite, xw.abs() ** 2, 0.0).sum()
-        count += finite.sum()
-    return NOISE_ULPS * eps * (total / count.clamp_min(1)).sqrt()
-
-
-def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
-    index = []
-    for size in reversed(shape):
-        flat, rest = divmod(flat, size)
-        index.append(rest)
-    return tuple(reversed(index))
-
-
-def _where(flat: int, t: Tensor) -> str:
-    return f" at index {_unravel(flat, t.shape)}" if t.dim() else ""
-
-
-def _peak_text(peak: _Peak, t: Tensor) -> str:
-    where = _where(peak.at, t) if peak.value else ""  # a 0 is everywhere, not at the first index
-    return f"greatest |difference| {_num(peak.value)}{where}"
-
-
-def _nonfinite_text(a: Tensor, b: Tensor, names: tuple[str, str]) -> str:
-    """Where a and b differ in NaN/inf, which a distance over finite pairs cannot show ("" if
-    nowhere): without it, a leaf that fails only on NaN/inf placement reads "difference 0"."""
-    count, first = 0, -1
-    for start, (x, y) in _chunks(a, b):
-        xw, yw, finite, _ = _finite_diff(x, y)
-        differ = ~finite & ~_same_nonfinite(xw, yw)
-        count += int(differ.sum())
-        if first < 0 and bool(differ.any()):
-            first = start + int(differ.nonzero()[0, 0])
-    if not count:
-        return ""
-    return (
-        f" where both are finite; NaN/inf differ at {count} element(s), first{_where(first, a)}: "
-        f"{names[0]} {_element(a, first)}, {names[1]} {_element(b, first)}"
-    )
-
-
-def _element(t: Tensor, flat: int) -> Any:
-    return t.reshape(-1)[flat].item()
-
-
-def _value_lines(scan: _Scan, e: Tensor, c: Tensor, rtol: float, atol: float) -> list[str]:
-    """assert_close-style statistics of a failing leaf: how many, how far, where, what allowed."""
-    exact = rtol == 0 and atol == 0
-    share = scan.mismatched / scan.numel
-    lines = [f"  Mismatched elements: {scan.mismatched} / {scan.numel} ({share:.1%})"]
-    if scan.first_placement >= 0:
-        i = scan.first_placement
-        lines.append(
-            f"  NaN/inf in different places, first{_where(i, e)}: "
-            f"eager {_element(e, i)}, compiled {_element(c, i)}"
-        )
-    if scan.value_mismatches:
-        for kind, peak, tol in (("absolute", scan.abs_bad, atol), ("relative", scan.rel_bad, rtol)):
-            allowed = "" if exact else f" (up to {_num(tol)} allowed)"
-            lines.append(
-                f"  Greatest {kind} difference: {_num(peak.value)}{_where(peak.at, e)}{allowed}"
-            )
-    if e.dim() == 0:
-        lines.append(f"  eager {e.item()}, compiled {c.item()}")
-    return lines

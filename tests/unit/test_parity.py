@@ -13,7 +13,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_torchcompile import parity
+from pytest_torchcompile import closeness, parity
 from pytest_torchcompile import strategies as tcst
 from pytest_torchcompile.errors import ParityError
 from pytest_torchcompile.parity import CompareOptions, ParityReport, SideResult, compare
@@ -483,7 +483,7 @@ def test_plain_verdict_agrees_with_torch_testing_assert_close(dtype: torch.dtype
 def test_differences_are_scanned_in_chunks_with_correct_indices(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    monkeypatch.setattr(parity, "_CHUNK", 7)
+    monkeypatch.setattr(closeness, "CHUNK_ELEMENTS", 7)
     e = torch.randn(6, 5)
     c = e.clone()
     c[4, 3] += 1.0
@@ -518,9 +518,9 @@ def test_the_fast_path_settles_a_leaf_exactly_as_the_scan_would(
     rtol, atol = OPTIONS.tolerances(e.dtype)
     e_before, c_before = e.clone(), c.clone()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(parity, "_CHUNK", chunk)
-        fast = parity._plainly_close(c, e, rtol, atol)
-        scan = parity._scan(c, e, rtol, atol)
+        patch.setattr(closeness, "CHUNK_ELEMENTS", chunk)
+        fast = closeness.plainly_close(c, e, rtol, atol)
+        scan = closeness.scan_leaf(c, e, rtol, atol)
     for leaf, before in ((e, e_before), (c, c_before)):  # it works in place on its own copies only
         torch.testing.assert_close(leaf, before, rtol=0, atol=0, equal_nan=True)
     all_finite = bool(e.isfinite().all() and c.isfinite().all())
@@ -528,11 +528,11 @@ def test_the_fast_path_settles_a_leaf_exactly_as_the_scan_would(
     if fast is not None:
         assert fast == (scan.abs_all.value, scan.rel_all.value)
     with pytest.MonkeyPatch.context() as patch:  # the batch a whole call's leaves go through
-        patch.setattr(parity, "_CHUNK", chunk)
-        [(plain, within_floor)] = parity._plainly_close_all([(c, e, rtol, atol)])
+        patch.setattr(closeness, "CHUNK_ELEMENTS", chunk)
+        [(plain, within_floor)] = closeness.plainly_close_all([(c, e, rtol, atol)])
         assert plain == fast
-        floor = parity._noise_floor(e, e.dtype) if parity._is_inexact(e) else 0.0
-        assert within_floor == parity._plainly_close(c, e, rtol, atol + floor)
+        floor = closeness.noise_floor(e, e.dtype) if closeness.is_inexact(e) else 0.0
+        assert within_floor == closeness.plainly_close(c, e, rtol, atol + floor)
 
 
 # --- metadata -------------------------------------------------------------------------------

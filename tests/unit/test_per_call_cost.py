@@ -20,7 +20,7 @@ def host_reads(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     """Each read of a tensor's value into Python from now on (a host sync on CUDA), by what
     read it; with the checker treating CPU tensors as it treats GPU ones, whose reads wait
     for the device (on the CPU it reads leaf by leaf: reads are free there)."""
-    monkeypatch.setattr(parity, "_reads_wait", lambda t: isinstance(t, torch.Tensor))
+    monkeypatch.setattr(parity, "reads_wait", lambda t: isinstance(t, torch.Tensor))
     reads: list[str] = []
 
     def counted(name: str, read: Callable[..., Any]) -> Callable[..., Any]:

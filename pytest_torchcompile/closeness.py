@@ -1,0 +1,367 @@
+"""Element-wise closeness of two tensors, computed in float64 chunks, and its messages.
+
+The numeric kernels every tolerance rule is built from: assert_close's element-wise test (with
+NaN equal to NaN, infinities equal only to themselves, integers and bools exact), the same test
+against a reference with a slack, distances and RMS over finite elements, the reduction-order
+noise floor, and the batched plain verdicts that read a device once per call. Differences are
+computed in float64 in chunks, so a large leaf never needs more than a few chunk-sized float64
+temporaries.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+NOISE_ULPS = 128.0
+"""Reduction-order noise the reference rule allows: this many ulps (of the accumulation precision)
+of the leaf's RMS magnitude."""
+
+
+CHUNK_ELEMENTS = 1 << 22  # elements per float64 working chunk (32 MiB per temporary)
+
+
+def dense(t: Tensor) -> Tensor:
+    """The strided, plain-valued form that values are compared in."""
+    t = t.detach()
+    if t.is_quantized:
+        return t.dequantize()
+    return t.to_dense() if t.layout != torch.strided else t
+
+
+def num(x: float) -> str:
+    return f"{x:.4g}"
+
+
+@dataclass
+class _Peak:
+    """The greatest value seen and its flat index."""
+
+    value: float = 0.0
+    at: int = 0
+
+    def update(self, values: Tensor, start: int) -> None:
+        best, where = torch.max(values, 0)
+        if best.item() > self.value:
+            self.value, self.at = float(best.item()), start + int(where.item())
+
+
+@dataclass
+class Scan:
+    """Element-wise verdict of compiled against eager over one leaf."""
+
+    numel: int
+    mismatched: int = 0  # all failing elements
+    value_mismatches: int = 0  # failing elements where both sides are finite
+    first_placement: int = -1  # flat index of the first NaN/inf placement difference
+    abs_all: _Peak = field(default_factory=_Peak)  # |c - e| over finite pairs
+    rel_all: _Peak = field(default_factory=_Peak)  # |c - e| / |e| over finite pairs, e != 0
+    abs_bad: _Peak = field(default_factory=_Peak)  # as abs_all, over value mismatches only
+    rel_bad: _Peak = field(default_factory=_Peak)
+    rescued: int = 0  # elements eager has non-finite where compiled agrees with a finite reference
+
+
+def is_inexact(t: Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
+
+
+def _chunks(*tensors: Tensor) -> Iterator[tuple[int, list[Tensor]]]:
+    """Aligned slices of the flattened tensors (row-major, as indices are reported)."""
+    flat = [t.reshape(-1) for t in tensors]
+    for start in range(0, flat[0].numel(), CHUNK_ELEMENTS):
+        yield start, [f[start : start + CHUNK_ELEMENTS] for f in flat]
+
+
+def _widen(t: Tensor, device: torch.device) -> Tensor:
+    return t.to(device=device, dtype=torch.complex128 if t.is_complex() else torch.float64)
+
+
+def _finite_diff(x: Tensor, y: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """x and y widened to float64/complex128, where both are finite, and |x - y| there (else 0)."""
+    xw, yw = _widen(x, x.device), _widen(y, x.device)
+    finite = xw.isfinite() & yw.isfinite()
+    return xw, yw, finite, torch.where(finite, (xw - yw).abs(), 0.0)
+
+
+def rms(a: Tensor, b: Tensor) -> float:
+    """Root mean square of a - b over elements where both are finite."""
+    total, count = 0.0, 0
+    for _, (x, y) in _chunks(a, b):
+        _, _, finite, diff = _finite_diff(x, y)
+        total += float((diff * diff).sum())
+        count += int(finite.sum())
+    return (total / count) ** 0.5 if count else 0.0
+
+
+def distance(a: Tensor, b: Tensor) -> _Peak:
+    """Greatest |a - b| over elements where both are finite."""
+    peak = _Peak()
+    for start, (x, y) in _chunks(a, b):
+        peak.update(_finite_diff(x, y)[3], start)
+    return peak
+
+
+def plainly_close(c: Tensor, e: Tensor, rtol: float, atol: float) -> tuple[float, float] | None:
+    """(max_abs, max_rel) of a leaf that passes the plain tolerance with every element finite, as
+    `scan_leaf` would find them; None when it may not, and `scan_leaf` must judge it.
+
+    Most leaves of a passing call are equal (state the call did not change) or close and finite;
+    this settles them with one equality test, or a few fused float64 ops per chunk and a single
+    device sync, instead of the scan's per-element bookkeeping and dozens of syncs.
+    """
+    if e.dtype != torch.complex32 and torch.equal(c, e):  # complex32 has no equal kernel
+        return 0.0, 0.0  # NaN never equals NaN here unless c is e, where the scan passes too
+    if not is_inexact(e):
+        return None
+    return _verdict(*_closeness(c, e, rtol, atol).tolist()[:3])
+
+
+def plainly_close_all(
+    pairs: list[tuple[Tensor, Tensor, float, float]],
+) -> list[tuple[tuple[float, float] | None, tuple[float, float] | None]]:
+    """For each (c, e, rtol, atol): `plainly_close`, and the same within the noise floor (as
+    `_within_noise_floor`), with two host syncs per device in all.
+
+    First which leaves differ at all (most state a call leaves alone is equal), then the fused
+    verdicts of the inexact ones that do; exact dtypes that differ are the scan's to judge.
+    """
+    differs = _read_all([(c != e).any() for c, e, _, _ in pairs])
+    equal = (0.0, 0.0)
+    verdicts: list[tuple[tuple[float, float] | None, tuple[float, float] | None]] = [
+        (None, None) if d else (equal, equal) for d in differs
+    ]
+    inexact = [i for i, d in enumerate(differs) if d and is_inexact(pairs[i][1])]
+    rows = _read_all(
+        [_closeness(*pairs[i], floor=_floor_of(pairs[i][1], pairs[i][1].dtype)) for i in inexact]
+    )
+    for i, row in zip(inexact, rows, strict=True):
+        far, max_abs, max_rel, far_beyond_floor = row
+        verdicts[i] = _verdict(far, max_abs, max_rel), _verdict(far_beyond_floor, max_abs, max_rel)
+    return verdicts
+
+
+def _read_all(values: list[Tensor]) -> list[Any]:
+    """Each tensor's value as Python numbers, with one host sync per device."""
+    by_device: dict[torch.device, list[int]] = {}
+    for i, value in enumerate(values):
+        by_device.setdefault(value.device, []).append(i)
+    read: list[Any] = [None] * len(values)
+    for indices in by_device.values():
+        stacked = torch.stack([values[i].to(torch.float64) for i in indices]).tolist()
+        for i, value in zip(indices, stacked, strict=True):
+            read[i] = value
+    return read
+
+
+@dataclass(frozen=True)
+class Settled:
+    """A leaf's plain verdict, computed ahead, and the exact pair and tolerances it was for."""
+
+    c: Tensor
+    e: Tensor
+    rtol: float
+    atol: float
+    verdict: tuple[float, float] | None
+    within_floor: tuple[float, float] | None
+
+    def judges(self, c: Tensor, e: Tensor, rtol: float, atol: float) -> bool:
+        views = [(t.data_ptr(), t.shape, t.stride(), t.dtype) for t in (c, e, self.c, self.e)]
+        return (rtol, atol) == (self.rtol, self.atol) and views[:2] == views[2:]
+
+
+def reads_wait(t: Any) -> bool:
+    """Whether reading a value of `t` into Python waits for a device (not on the CPU)."""
+    return isinstance(t, Tensor) and t.device.type != "cpu"
+
+
+def plain_pair(e: Any, c: Any) -> bool:
+    """Both plain dense tensors alike in shape, dtype and device: comparable value by value."""
+    return (
+        type(e) in _PLAIN_TENSORS
+        and type(c) in _PLAIN_TENSORS
+        and e.layout == c.layout == torch.strided
+        and not (e.is_quantized or c.is_quantized)
+        and (e.shape, e.dtype, e.device) == (c.shape, c.dtype, c.device)
+        and e.dtype != torch.complex32  # no kernel compares it: left to plainly_close
+    )
+
+
+_PLAIN_TENSORS = (Tensor, torch.nn.Parameter)  # not subclasses, whose storage may be elsewhere
+
+
+def _verdict(far: float, max_abs: float, max_rel: float) -> tuple[float, float] | None:
+    # A NaN or infinity on either side makes some diff NaN or inf, and so max_abs.
+    if far or not math.isfinite(max_abs):
+        return None
+    return max_abs, max_rel
+
+
+def _closeness(
+    c: Tensor, e: Tensor, rtol: float, atol: float, floor: Tensor | None = None
+) -> Tensor:
+    """[far, max_abs, max_rel, far_beyond_floor] of compiled against eager in float64 on their
+    device, unread: far is 1 where some element is outside atol + rtol * |e| or not finite;
+    far_beyond_floor the same with `floor` (a noise floor, unread) added to atol, else far."""
+    verdicts = [torch.zeros(4, dtype=torch.float64, device=e.device)]  # an empty leaf is equal
+    for _, (x, y) in _chunks(c, e):
+        # In place where a temporary is the checker's own, so at most three chunk-sized
+        # float64 temporaries are alive at once.
+        xw, yw = _widen(x, x.device), _widen(y, x.device)
+        diff = xw - yw
+        diff = diff.abs() if diff.is_complex() else diff.abs_()
+        del xw
+        magnitude = yw.abs_() if yw is not y and not yw.is_complex() else yw.abs()
+        del yw
+        allowed = magnitude.mul(rtol).add_(atol)
+        far = ~(diff <= allowed).all()
+        far_beyond_floor = far if floor is None else ~(diff <= allowed.add_(floor)).all()
+        max_abs = diff.amax()
+        rel = diff.div_(magnitude).masked_fill_(magnitude == 0, 0.0)
+        verdicts.append(
+            torch.stack([far.to(rel.dtype), max_abs, rel.amax(), far_beyond_floor.to(rel.dtype)])
+        )
+    return torch.stack(verdicts).amax(0)
+
+
+def scan_leaf(
+    c: Tensor,
+    e: Tensor,
+    rtol: float,
+    atol: float,
+    *,
+    reference: Tensor | None = None,
+    slack: float = 0.0,
+) -> Scan:
+    """Compare compiled against eager element by element.
+
+    Integers and bools must be equal. A floating element passes when both sides are the same
+    NaN/inf, or both are finite and |c - e| <= atol + rtol*|e| (torch.isclose). With a
+    reference `r` it also passes when compiled agrees with `r` rounded to the leaf's dtype:
+    both finite and |c - r| <= atol + rtol*|r| + slack, or both non-finite and either eager is
+    non-finite too (the result is undefined there: any kind) or the kinds are the same.
+    """
+    scan = Scan(e.numel())
+    exact = not is_inexact(e)
+    for start, chunk in _chunks(c, e) if reference is None else _chunks(c, e, reference):
+        cw, ew, finite, diff = _finite_diff(chunk[0], chunk[1])
+        if exact:
+            ok = chunk[0] == chunk[1]
+        else:
+            ok = torch.where(finite, diff <= atol + rtol * ew.abs(), same_nonfinite(cw, ew))
+            if reference is not None:
+                rw = _widen(chunk[2], cw.device)
+                rounded = _widen(chunk[2].to(e.dtype), cw.device)  # the exact answer in e's dtype
+                c_finite, e_finite, r_finite = cw.isfinite(), ew.isfinite(), rounded.isfinite()
+                close = (cw - rw).abs() <= atol + rtol * rw.abs() + slack
+                agrees = torch.where(
+                    c_finite,
+                    r_finite & close,
+                    ~r_finite & (~e_finite | same_nonfinite(cw, rounded)),
+                )
+                scan.rescued += int((agrees & ~ok & ~e_finite & c_finite).sum())
+                ok |= agrees
+        bad = ~ok
+        value_bad = bad & finite
+        placement = bad & ~finite
+        scan.mismatched += int(bad.sum())
+        scan.value_mismatches += int(value_bad.sum())
+        if scan.first_placement < 0 and bool(placement.any()):
+            scan.first_placement = start + int(placement.nonzero()[0, 0])
+        magnitude = ew.abs()
+        rel = diff / magnitude
+        scan.abs_all.update(diff, start)
+        scan.rel_all.update(torch.where(finite & (magnitude > 0), rel, 0.0), start)
+        scan.abs_bad.update(torch.where(value_bad, diff, 0.0), start)
+        scan.rel_bad.update(torch.where(value_bad, rel, 0.0), start)
+    return scan
+
+
+def same_nonfinite(x: Tensor, y: Tensor) -> Tensor:
+    """Where x and y are the same NaN or the same infinity (or equal)."""
+    return (x.isnan() & y.isnan()) | (x == y)
+
+
+def noise_floor(r: Tensor, dtype: torch.dtype) -> float:
+    """NOISE_ULPS ulps of the accumulation precision of `dtype`, times the rms of `r`'s finite
+    elements: what reordering a reduction may cost a correct compiler on this leaf."""
+    return float(_floor_of(r, dtype))
+
+
+def _floor_of(r: Tensor, dtype: torch.dtype) -> Tensor:
+    """`noise_floor` as a float64 tensor on `r`'s device, unread."""
+    wide = dtype in (torch.float64, torch.complex128)
+    eps = torch.finfo(torch.float64 if wide else torch.float32).eps
+    total = torch.zeros((), dtype=torch.float64, device=r.device)
+    count = torch.zeros((), dtype=torch.float64, device=r.device)
+    for _, (x,) in _chunks(r):
+        xw = _widen(x, x.device)
+        finite = xw.isfinite()
+        total += torch.where(finite, xw.abs() ** 2, 0.0).sum()
+        count += finite.sum()
+    return NOISE_ULPS * eps * (total / count.clamp_min(1)).sqrt()
+
+
+def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
+    index = []
+    for size in reversed(shape):
+        flat, rest = divmod(flat, size)
+        index.append(rest)
+    return tuple(reversed(index))
+
+
+def _where(flat: int, t: Tensor) -> str:
+    return f" at index {_unravel(flat, t.shape)}" if t.dim() else ""
+
+
+def peak_text(peak: _Peak, t: Tensor) -> str:
+    where = _where(peak.at, t) if peak.value else ""  # a 0 is everywhere, not at the first index
+    return f"greatest |difference| {num(peak.value)}{where}"
+
+
+def nonfinite_text(a: Tensor, b: Tensor, names: tuple[str, str]) -> str:
+    """Where a and b differ in NaN/inf, which a distance over finite pairs cannot show ("" if
+    nowhere): without it, a leaf that fails only on NaN/inf placement reads "difference 0"."""
+    count, first = 0, -1
+    for start, (x, y) in _chunks(a, b):
+        xw, yw, finite, _ = _finite_diff(x, y)
+        differ = ~finite & ~same_nonfinite(xw, yw)
+        count += int(differ.sum())
+        if first < 0 and bool(differ.any()):
+            first = start + int(differ.nonzero()[0, 0])
+    if not count:
+        return ""
+    return (
+        f" where both are finite; NaN/inf differ at {count} element(s), first{_where(first, a)}: "
+        f"{names[0]} {_element(a, first)}, {names[1]} {_element(b, first)}"
+    )
+
+
+def _element(t: Tensor, flat: int) -> Any:
+    return t.reshape(-1)[flat].item()
+
+
+def value_lines(scan: Scan, e: Tensor, c: Tensor, rtol: float, atol: float) -> list[str]:
+    """assert_close-style statistics of a failing leaf: how many, how far, where, what allowed."""
+    exact = rtol == 0 and atol == 0
+    share = scan.mismatched / scan.numel
+    lines = [f"  Mismatched elements: {scan.mismatched} / {scan.numel} ({share:.1%})"]
+    if scan.first_placement >= 0:
+        i = scan.first_placement
+        lines.append(
+            f"  NaN/inf in different places, first{_where(i, e)}: "
+            f"eager {_element(e, i)}, compiled {_element(c, i)}"
+        )
+    if scan.value_mismatches:
+        for kind, peak, tol in (("absolute", scan.abs_bad, atol), ("relative", scan.rel_bad, rtol)):
+            allowed = "" if exact else f" (up to {num(tol)} allowed)"
+            lines.append(
+                f"  Greatest {kind} difference: {num(peak.value)}{_where(peak.at, e)}{allowed}"
+            )
+    if e.dim() == 0:
+        lines.append(f"  eager {e.item()}, compiled {c.item()}")
+    return lines
