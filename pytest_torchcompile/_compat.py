@@ -46,6 +46,83 @@ def inner_backend(
     return torch._TorchCompileWrapper(backend, mode, None, dynamic)  # type: ignore[no-untyped-call]
 
 
+# --- randomness (helper "randomness") ---
+
+
+@functools.cache
+def nondeterministic_seeded_op_names() -> frozenset[str]:
+    """Names of the ATen operators with an overload tagged `nondeterministic_seeded`: those
+    that draw from the random generator, the tag Inductor itself reads to treat an op as random.
+    """
+    names: set[str] = set()
+    for full in torch._C._dispatch_get_all_op_names():
+        namespace, _, qualified = full.partition("::")
+        if namespace != "aten":
+            continue
+        name, _, overload = qualified.partition(".")
+        try:
+            op = getattr(getattr(torch.ops.aten, name), overload or "default")
+        except (AttributeError, RuntimeError):
+            continue
+        if torch.Tag.nondeterministic_seeded in op.tags:
+            names.add(name)
+    return frozenset(names)
+
+
+def tagged_random(target: Any) -> bool | None:
+    """Whether an ATen operator (an overload, or a packet: any of its overloads) is tagged
+    `nondeterministic_seeded`; None when `target` is no ATen operator."""
+    if isinstance(target, torch._ops.OpOverload):
+        return torch.Tag.nondeterministic_seeded in target.tags
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        names = target.overloads()  # type: ignore[no-untyped-call]
+        return any(torch.Tag.nondeterministic_seeded in getattr(target, n).tags for n in names)
+    return None
+
+
+def fallback_random_backend(
+    backend: str | Callable[..., Any], mode: str | None, dynamic: bool | None
+) -> Callable[..., Any]:
+    """inner_backend's backend with Inductor's `fallback_random` on, forward and backward.
+
+    Inductor gets it as a config patch, which it also applies to the backward it compiles lazily
+    on the first backward call; other backends are called with the config patched (those built
+    on Inductor compile a lazy backward under `fallback_random_patched()`, which the caller puts
+    around the backward).
+    """
+    if backend == "inductor":
+        wrapper = torch._TorchCompileInductorWrapper
+        options = {"fallback_random": True}
+        params = inspect.signature(wrapper.__init__).parameters
+        if "name" in params:
+            return wrapper(mode, options, dynamic, None)  # type: ignore[no-untyped-call]
+        return wrapper(mode, options, dynamic)  # type: ignore[no-untyped-call]
+    inner = inner_backend(backend, mode, dynamic)
+
+    def compile_with_fallback_random(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+        with fallback_random_patched():
+            return inner(gm, example_inputs)
+
+    return compile_with_fallback_random
+
+
+@contextmanager
+def fallback_random_patched() -> Iterator[None]:
+    """Inductor's `fallback_random` on for a block: random ops run ATen's own kernels, which draw
+    what eager draws."""
+    import torch._inductor.config as inductor_config
+
+    with inductor_config.patch(fallback_random=True):
+        yield
+
+
+def fallback_random_setting() -> bool:
+    """The value of `torch._inductor.config.fallback_random` now (the user's, outside the patch)."""
+    import torch._inductor.config as inductor_config
+
+    return bool(inductor_config.fallback_random)
+
+
 # --- isolation (lead) ---
 
 

@@ -223,6 +223,21 @@ def compare(
     return ParityReport(comparer.leaves, note, options.context)
 
 
+def compare_metadata(
+    eager: SideResult, compiled: SideResult, options: CompareOptions
+) -> ParityReport:
+    """Compare only what a different random stream cannot change: raising (and the exception's
+    type), pytree structure, and each tensor leaf's metadata (shape, dtype, device, layout,
+    requires_grad, output strides where significant). Values are not compared."""
+    comparer = _MetadataComparer(options, None, None)
+    note = comparer.exceptions(eager, compiled)
+    if eager.exception is None and compiled.exception is None:
+        comparer.walk("output", eager.output, compiled.output, "output")
+        comparer.sections(eager.after, compiled.after, "after")
+        comparer.sections(eager.grads, compiled.grads, "grad")
+    return ParityReport(comparer.leaves, note, options.context)
+
+
 # --- the walk over both sides ---------------------------------------------------------------
 
 
@@ -721,6 +736,28 @@ def _identical(a: Any, b: Any) -> bool:
         return bool(a == b)
     except Exception:
         return False
+
+
+class _MetadataComparer(_Comparer):
+    """The walk of compare_metadata: leaves judged by kind and metadata, never by value."""
+
+    def _leaf(self, name: str, e: Any, c: Any, section: str) -> None:
+        if isinstance(e, Tensor) and isinstance(c, Tensor):
+            self._tensor(name, e, c, section)
+        elif type(e) is not type(c):
+            self._fail(name, _kind_mismatch(name, e, c, section), section, eager_value=e)
+        else:
+            self.leaves.append(LeafComparison(name, True, 0.0, 0.0, ""))
+
+    def _tensor(self, name: str, e: Tensor, c: Tensor, section: str) -> None:
+        problems = _metadata(e, c, self.options.check_strides and section == "output")
+        if not problems:
+            self.leaves.append(LeafComparison(name, True, 0.0, 0.0, ""))
+            return
+        body = f"{name}: tensor metadata differs between eager and compiled.\n" + "\n".join(
+            f"  {what}: eager {ev}, compiled {cv}" for what, ev, cv in problems
+        )
+        self._fail(name, body, section, eager_value=e, values_differ=False)
 
 
 class _Absent:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import torch
 
-from pytest_torchcompile import _compat, parity, pystate
+from pytest_torchcompile import _compat, parity, pystate, randomness
 from pytest_torchcompile.accounting import Accountant
 from pytest_torchcompile.errors import (
     CompileParityFailure,
@@ -94,8 +94,17 @@ class CallRecorder(Protocol):
     ) -> None:
         """Called once at the start of each check, before anything runs."""
 
-    def diverged(self) -> None:
-        """Called when the check just recorded is about to raise ParityError."""
+    def diverged(self, note: str = "") -> None:
+        """Called when the check just recorded is about to raise ParityError; `note` is what
+        the message says about a setting the checker chose (fallback_random), if anything."""
+
+
+@dataclass
+class _AsUser:
+    """The callable compiled as the user compiles it (fallback_random as the user set it)."""
+
+    module_copy: torch.nn.Module | None
+    compiled: Callable[..., Any]
 
 
 @dataclass
@@ -103,6 +112,8 @@ class _Compiled:
     original: Callable[..., Any]  # kept alive so its id is never reused for another callable
     module_copy: torch.nn.Module | None
     compiled: Callable[..., Any]
+    draws_random: bool = False  # a graph of it draws random numbers: fallback_random is on there
+    as_user: _AsUser | None = None  # made once it draws random numbers
 
 
 class Checker:
@@ -127,6 +138,7 @@ class Checker:
         # id -> (caller's module, its compiled-side copy); the module is kept so ids stay unique
         self._module_copies: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
         self._backend: Any = None
+        self._random_aware: randomness.RandomAwareBackend | None = None
         self._containers: dict[int, pystate.SharedContainers] = {}  # by id of a kept callable
         self._recompiles_before_cache = 0  # recompiles counted before the current compile cache
         self.recorder: CallRecorder | None = None  # set by the fixture, for triage after a failure
@@ -144,8 +156,16 @@ class Checker:
             target: Any = load_backend_callable(name) if ":" in name else name
             mode = None if self.settings.mode == "default" else self.settings.mode
             inner = _compat.inner_backend(target, mode, self.settings.torch_dynamic)
-            self._backend = self.accountant.backend(inner)
+            drawing = _compat.fallback_random_backend(target, mode, self.settings.torch_dynamic)
+            self._random_aware = randomness.RandomAwareBackend(inner, drawing)
+            self._backend = self.accountant.backend(self._random_aware)
         return self._backend
+
+    def _user_backend(self) -> Any:
+        """The backend as the user's torch.compile builds it, uncounted, for `_run_as_user`."""
+        self._backend_object()
+        assert self._random_aware is not None
+        return self._random_aware.user
 
     def _module_copy(self, module: torch.nn.Module) -> tuple[torch.nn.Module, bool]:
         """The compiled side's long-lived copy of a caller's module, synced; and whether it is new.
@@ -241,6 +261,13 @@ class Checker:
         pristine = StateBefore.take(snapshot_of, copies, attributes_moved)
         with_containers(compiled_result, shared)
         shared.restore(before)  # the eager run starts from the state the compiled one did
+        entry = self._compiled[id(fn)]
+        as_user = None
+        if entry.draws_random:
+            rng.restore()
+            as_user = self._run_as_user(entry, fn, args, kwargs)
+            shared.restore(before)
+            self._note_fallback_random()
         rng.restore()
         eager_side = Side(fn, module, args, dict(kwargs))
         eager_result = run_side(eager_side, backward, nothing)
@@ -297,10 +324,23 @@ class Checker:
         self.notes += [note for note in report.notes if note not in self.notes]
         self.wall_time_s += time.perf_counter() - started
         self._raise_compile_failure(compiled_result.exception, eager_result.exception)
-        if not report.ok:
+        message, note = report.failure_message(), ""
+        if as_user is not None:
+            options = parity.CompareOptions(
+                check_strides=self.settings.check_strides, context=self._context()
+            )
+            users = parity.compare_metadata(eager_result, as_user, options)
+            if not users.ok:
+                setting = _compat.fallback_random_setting()
+                message = randomness.as_user_failure(users.failure_message(), setting)
+            elif message:
+                checked = parity.compare_metadata(eager_result, compiled_result, options)
+                message = randomness.fallback_random_failure(message, not checked.ok)
+                note = message.split("\n\n", 1)[0]
+        if message:
             if self.recorder is not None:
-                self.recorder.diverged()
-            raise ParityError(report.failure_message() + self._inputs_note(args, kwargs))
+                self.recorder.diverged(note)
+            raise ParityError(message + self._inputs_note(args, kwargs))
         if eager_result.exception is not None:
             self.accountant.excuse_last_call()
             self._eager_rejected(eager_result.exception, args, kwargs)
@@ -337,16 +377,71 @@ class Checker:
             compiled_kwargs,
             cudagraphs=self.settings.uses_cudagraphs,
         )
-        around = functools.partial(
-            self.accountant.observe,
-            module=entry.module_copy,
-            cudagraphs=self.settings.uses_cudagraphs,
-        )
+        assert self._random_aware is not None  # made by _compiled_for
+        self._random_aware.drew = False
+        around = functools.partial(self._observe_compiled, entry)
         result = run_side(side, self.settings.backward, around)
+        entry.draws_random = entry.draws_random or self._random_aware.drew
         # The copies' tensors are watched by their marks; their plain attributes and the names
         # of their state by the caller's, which they were synced from.
         now = state_left(result, side)
         return result, bool(watch.attributes_changed(now) or copies.rebound(now)), copies
+
+    @contextmanager
+    def _observe_compiled(self, entry: _Compiled) -> Iterator[None]:
+        """Around the compiled call and its backward: the accountant, and fallback_random where
+        the callable draws random numbers, so a backward compiled lazily gets its forward's
+        setting (graphs that draw none are unaffected by it)."""
+        assert self._random_aware is not None
+        drawing = entry.draws_random or self._random_aware.drew
+        with (
+            self.accountant.observe(
+                module=entry.module_copy, cudagraphs=self.settings.uses_cudagraphs
+            ),
+            _compat.fallback_random_patched() if drawing else nullcontext(),
+        ):
+            yield
+
+    def _run_as_user(
+        self,
+        entry: _Compiled,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+    ) -> parity.SideResult | None:
+        """The call compiled as the user compiles it (no fallback_random), on its own copies and
+        compile cache, uncounted: judged on what random draws cannot change. None when Dynamo
+        refused it for its recompile limit (that compile cache is the checker's, not the
+        user's)."""
+        as_user = entry.as_user
+        module = fn if isinstance(fn, torch.nn.Module) else None
+        if as_user is not None and as_user.module_copy is not None and module is not None:
+            try:
+                sync_module(module, as_user.module_copy)
+            except Restructured:
+                as_user = None
+        if as_user is None:
+            module_copy = clone_tree(module) if module is not None else None
+            target = module_copy if module_copy is not None else randomness.own_code(fn)
+            compiled = torch.compile(
+                target,
+                backend=self._user_backend(),
+                fullgraph=self.settings.fullgraph,
+                dynamic=self.settings.torch_dynamic,
+            )
+            as_user = entry.as_user = _AsUser(module_copy, compiled)
+        _, user_args, user_kwargs = clone_tree((None, args, dict(kwargs)))
+        side = Side(
+            as_user.compiled,
+            as_user.module_copy,
+            user_args,
+            user_kwargs,
+            cudagraphs=self.settings.uses_cudagraphs,
+        )
+        result = run_side(side, self.settings.backward, nothing)
+        if result.exception is not None and _compat.is_recompile_limit_error(result.exception):
+            return None
+        return result
 
     def _start_fresh_cache(self) -> None:
         """Hypothesis examples filled Dynamo's cache up to its recompile limit: start a new one.
@@ -395,6 +490,14 @@ class Checker:
                 f"fullgraph=True (from {self.settings.source('fullgraph')}) but the program has a "
                 f"graph break: {_first_line(compiled)}\n{self._context()}"
             ) from compiled
+
+    def _note_fallback_random(self) -> None:
+        note = (
+            f"random draws compared with {randomness.FALLBACK_RANDOM} on the graphs that draw "
+            "them; raising and metadata also checked compiled as you compile"
+        )
+        if note not in self.notes:
+            self.notes.append(note)
 
     def _eager_rejected(
         self, exc: BaseException, args: tuple[Any, ...], kwargs: Mapping[str, Any]
@@ -535,7 +638,7 @@ def isolated(accountant: Accountant) -> Iterator[None]:
     with _compat.structured_trace_contained():  # Dynamo's reset logs trace records too
         _compat.reset_dynamo()
         try:
-            with _compat.patched_configs(accountant.dynamo_settings(), {"fallback_random": True}):
+            with _compat.patched_configs(accountant.dynamo_settings(), {}):
                 yield
         finally:
             _compat.reset_dynamo()

@@ -24,6 +24,7 @@ import re
 import shutil
 import sys
 import sysconfig
+import textwrap
 import time
 import types
 from collections.abc import Callable, Iterator, Mapping
@@ -33,7 +34,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import __version__, _compat
+from pytest_torchcompile import __version__, _compat, randomness
 from pytest_torchcompile.errors import ParityError
 from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.settings import MARKER_KEYS, Settings, apply
@@ -71,6 +72,7 @@ class Call:
     rng: RngState
     example: int  # the Hypothesis example it belongs to (0 outside Hypothesis)
     diverged: bool = False  # the check raised ParityError
+    note: str = ""  # what its message said about a setting the checker chose (fallback_random)
 
 
 class Recorder:
@@ -101,8 +103,9 @@ class Recorder:
             Call(fn_copy, args_copy, kwargs_copy, RngState.capture(), self._current_example())
         )
 
-    def diverged(self) -> None:
+    def diverged(self, note: str = "") -> None:
         self.calls[-1].diverged = True
+        self.calls[-1].note = note
 
     def _current_example(self) -> int:
         """Hypothesis runs each example in its own build context: a new one is a new example."""
@@ -414,7 +417,7 @@ def write_repro(
         del chosen["rtol"], chosen["atol"]
     text = _REPRO_TEMPLATE.format(
         title=title,
-        stage=stage or "stage: not bisected (--compile-bisect=off)",
+        stage=(stage or "stage: not bisected (--compile-bisect=off)") + _random_note(calls),
         count=len(calls),
         listing=_listing(calls, instances),
         version=__version__,
@@ -426,6 +429,18 @@ def write_repro(
     )
     (directory / "repro.py").write_text(text, encoding="utf-8")
     return notes
+
+
+def _random_note(calls: list[Call]) -> str:
+    """What the failure message said about fallback_random, and that the replay sets it too."""
+    said = next((call.note for call in calls if call.note), "")
+    if not said:
+        return ""
+    setting = (
+        f"The replay sets {randomness.FALLBACK_RANDOM} on the graphs that draw random numbers, "
+        "as the test did, and compiles each such callable once more as you compile it."
+    )
+    return "".join(f"\n\n{textwrap.fill(text, 100)}" for text in (said, setting))
 
 
 _REPRO_TEMPLATE = '''\

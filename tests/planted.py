@@ -435,12 +435,17 @@ def _sin_as_cos(x: torch.Tensor) -> torch.Tensor:
 def inductor_decomposes_sin_as_cos() -> Iterator[None]:
     """A wrong decomposition in Inductor's table: aten.sin decomposes to cos, under
     aot_eager_decomp_partition and inductor; Dynamo and plain AOTAutograd are right. Patches the
-    private table torch._inductor.decomposition.decompositions."""
-    from torch._inductor.decomposition import decompositions
+    private table torch._inductor.decomposition.decompositions, and clears the copy of it that
+    Inductor caches for graphs compiled without fallback_random (fast_random_decomps)."""
+    from torch._inductor import decomposition
 
+    decompositions = decomposition.decompositions
+    cached = getattr(decomposition, "fast_random_decomps", None)
     key = torch.ops.aten.sin.default
     saved = decompositions.get(key)
     decompositions[key] = _sin_as_cos
+    if cached is not None:
+        cached.cache_clear()
     try:
         yield
     finally:
@@ -448,6 +453,8 @@ def inductor_decomposes_sin_as_cos() -> Iterator[None]:
             del decompositions[key]
         else:
             decompositions[key] = saved
+        if cached is not None:
+            cached.cache_clear()
 
 
 def _boxed_forward(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
