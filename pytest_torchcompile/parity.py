@@ -1,50 +1,13 @@
-"""Comparing what the eager and compiled runs produced: pytrees, metadata, tolerances, messages.
+"""Comparing what the eager and compiled runs produced: the walk over both sides, leaf by leaf.
 
 The verdict follows `torch.testing.assert_close` (same per-dtype tolerances, NaN equal to NaN,
 infinities equal only to themselves, integers and bools exact). Exceptions are compared as the user
 sees them: Dynamo's and Inductor's wrappers are unwrapped first, and raising is parity when compiled
-raised eager's exception type or a subclass of it. A leaf that fails the plain tolerance is judged
-again, in this order, and only if a plain eager re-run from the same snapshot reproduces eager's
-first result (otherwise a re-run proves nothing about the compiler, and nothing is excused):
-
-* A float64 reference `r` (eager re-run on inputs and state upcast to float64, aliasing kept). With
-  ``E = max|eager - r|`` (eager's own worst error on the leaf) and ``rms(r)`` the leaf's typical
-  magnitude, every element where compiled and the reference are finite must satisfy::
-
-      |compiled - r| <= atol + rtol * |r| + REFERENCE_SLACK * E + NOISE_ULPS * eps * rms(r)
-
-  with REFERENCE_SLACK = 3 (PyTorch's accuracy benchmarks allow 2-3x eager's RMS error) and
-  NOISE_ULPS = 128 units of the accumulation precision `eps` (float32's for float16, bfloat16 and
-  float32 leaves, float64's for float64). The first term is assert_close's; the second lets the
-  compiler be as far from the exact answer as eager is; the third is reduction order: Inductor sums
-  in a different order than ATen (vector lanes, or one lane over a non-contiguous input, instead of
-  a cascade), which on long or cancelling reductions costs ulps of the leaf's magnitude, even where
-  eager happened to be closer. Calibrated on the zoo and examples over seeds 0-4 and op_db: the
-  largest seen is 59 ulps (a 3900-term float32 sum of wide values, summed in one lane). A 1e-3
-  error in one element or a 1% gradient scale are tens to hundreds of times above it.
-  Non-finite values are judged against the reference rounded to the leaf's dtype: where eager is
-  non-finite but the reference finite, compiled passes by agreeing with the reference (it is right
-  and eager overflowed); where the reference is non-finite too and eager is non-finite, the kinds
-  (nan, +inf, -inf) may differ; compiled non-finite where the reference is finite fails.
-* Eager's own rounding noise. Some leaves are ill-conditioned: a result that cancels (the bias
-  gradient of a convolution followed by BatchNorm in training is exactly zero), or a normalisation
-  that divides a mean's rounding error by a tiny standard deviation (a near-constant channel),
-  carries the rounding of intermediate values amplified, and eager's one error sample bounds
-  nothing; and some programs are discontinuous at rounding level (a ReLU, max or comparison whose
-  input sits within an ulp of its kink turns the other way on one side). Where a floating leaf
-  still fails and a `perturbed` re-run is given, the leaf passes iff
-  ``rms(compiled - eager) <= SENSITIVITY_SLACK * rms(perturbed - noise_base)``
-  (SENSITIVITY_SLACK = 3): the compiler may move the result no further than rounding-level
-  changes move eager. The runner's `perturbed` re-run nudges inputs and state by one unit in the
-  last place and rounds every operation's result to a neighbouring value (a reduction's by about
-  sqrt(terms) units of its accumulation precision), with fused operations decomposed as Inductor
-  decomposes them; `noise_base` is the same decomposed re-run without the noise, so a
-  decomposition's own difference from the fused kernel is never counted as noise (rounding.py). Where the result is well conditioned
-  that spread is a few ulps and the rule excuses nothing a planted bug makes. NaN/inf placement
-  is never excused by it.
-
-Differences are computed in float64 in chunks, so a large leaf never needs more than a few
-chunk-sized float64 temporaries.
+raised eager's exception type or a subclass of it. Outputs (any pytree), the state the call left and
+the gradients are walked in that order; each tensor leaf's metadata is compared, then its values:
+by the plain tolerance with the reduction-order noise floor (`closeness`), then, for a floating
+leaf that fails it, by the rules in `rules` in the README's order, each consulting the re-runs it
+needs (the float64 reference, eager's rounding noise, eager again), lazily and at most once a call.
 """
 
 from __future__ import annotations
@@ -57,34 +20,22 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pytest_torchcompile import _compat
+from pytest_torchcompile import _compat, rules
 from pytest_torchcompile.closeness import (
-    NOISE_ULPS,
     Scan,
     Settled,
     dense,
-    distance,
     is_inexact,
     noise_floor,
-    nonfinite_text,
     num,
-    peak_text,
     plain_pair,
     plainly_close,
     plainly_close_all,
     reads_wait,
-    rms,
-    same_nonfinite,
     scan_leaf,
     value_lines,
 )
 from pytest_torchcompile.errors import ParityError
-
-REFERENCE_SLACK = 3.0
-"""k in the float64-reference rule: compiled may be this many times eager's own worst error away."""
-
-SENSITIVITY_SLACK = 3.0
-"""k in the rounding-noise rule: compiled may move this many times as far as rounding noise does."""
 
 # torch.testing.assert_close's default (rtol, atol) per dtype, copied from
 # torch/testing/_comparison.py (torch 2.11 to 2.13) because its accessor is private.
@@ -439,16 +390,16 @@ class _Comparer:
             return
         scan = scan_leaf(c, e, rtol, atol)
         verdict, reference_lines, note = scan, list[str](), ""
-        rules = self.reference.given or self.perturbed.given
+        given = self.reference.given or self.perturbed.given
         differs = self._rerun_differs(name, e) if scan.mismatched and is_inexact(e) else ""
-        if differs.startswith("no faithful re-run") and rules:
+        if differs.startswith("no faithful re-run") and given:
             reference_lines.append(
                 f"  Not judged by the float64 reference or eager's rounding noise: {differs}."
             )
         elif differs and not differs.startswith("no faithful re-run"):
             self._judge_by_eager_spread(name, e, c, scan, problems, differs)
             return
-        if scan.mismatched and rules and is_inexact(e) and not differs:
+        if scan.mismatched and given and is_inexact(e) and not differs:
             if self.reference.given:
                 verdict, reference_lines = self._judge_by_reference(name, e, c, rtol, atol, scan)
             if (
@@ -489,110 +440,51 @@ class _Comparer:
     def _judge_by_reference(
         self, name: str, e: Tensor, c: Tensor, rtol: float, atol: float, plain: Scan
     ) -> tuple[Scan, list[str]]:
-        """Re-judge a leaf that failed the plain tolerance against the float64 reference."""
+        """Rule 1 (rules.by_reference), where the reference run has this leaf."""
         r, why_not = self._reference_leaf(name, e)
         if r is None:
             return plain, [
                 f"  No float64 reference here ({why_not}): judged by the plain tolerance."
             ]
-        eager_error = distance(e, r)
-        compiled_error = distance(c, r)
-        floor = noise_floor(r, e.dtype)
-        slack = REFERENCE_SLACK * eager_error.value + floor
-        verdict = scan_leaf(c, e, rtol, atol, reference=r, slack=slack)
-        lines = [
-            "  Judged against a float64 reference (eager re-run on inputs and state upcast):",
-            f"    eager vs compiled:             {peak_text(plain.abs_all, e)}"
-            f"{nonfinite_text(e, c, ('eager', 'compiled'))}",
-            f"    eager vs float64 reference:    {peak_text(eager_error, e)}"
-            f"{nonfinite_text(e, r, ('eager', 'reference'))}",
-            f"    compiled vs float64 reference: {peak_text(compiled_error, e)}"
-            f"{nonfinite_text(c, r, ('compiled', 'reference'))}",
-            f"    allowed: |compiled - reference| <= atol + rtol * |reference| + "
-            f"{REFERENCE_SLACK:g} * {num(eager_error.value)} (eager's own error) + "
-            f"{num(floor)} (reduction-order noise: {NOISE_ULPS:g} ulps of the leaf's rms) "
-            f"with atol={num(atol)}, rtol={num(rtol)}",
-        ]
-        return verdict, lines
+        judged = rules.by_reference(e, c, r, rtol, atol, plain)
+        return judged.verdict, judged.lines
 
     def _judge_by_rounding_noise(
         self, name: str, e: Tensor, c: Tensor, verdict: Scan
     ) -> tuple[Scan, list[str]]:
-        """Re-judge a leaf that still fails against how far rounding noise moves eager."""
-        noisy = self._rerun_leaf(self.perturbed, name, e)
-        base = self._rerun_leaf(self.noise_base, name, e) if self.noise_base.given else e
+        """Rule 2 (rules.by_rounding_noise), where both noise re-runs ran."""
         for rerun in (self.perturbed, self.noise_base):
             raised = rerun.result().exception if rerun.given else None
             if raised is not None:
                 return verdict, [
                     f"  Not judged by eager's rounding noise: it raised {_exc_text(raised)}."
                 ]
+        noisy = self._rerun_leaf(self.perturbed, name, e)
+        base = self._rerun_leaf(self.noise_base, name, e) if self.noise_base.given else e
         if noisy is None or base is None:
             return verdict, []
-        moved_by_compiler, moved_by_noise = rms(c, e), rms(noisy, base)
-        bound = SENSITIVITY_SLACK * moved_by_noise
-        lines = [
-            "  Judged by eager's rounding noise (eager re-run with every operation's result "
-            "rounded to a neighbouring value, reductions by sqrt(terms) ulps, fused operations "
-            "decomposed, inputs and state nudged by one ulp):",
-            f"    rms |compiled - eager| {num(moved_by_compiler)}, rms |noisy - noiseless "
-            f"re-run| {num(moved_by_noise)}; allowed: {SENSITIVITY_SLACK:g} * "
-            f"{num(moved_by_noise)}",
-        ]
-        if moved_by_compiler <= bound:
-            return dataclasses.replace(verdict, mismatched=0, value_mismatches=0), lines
-        return verdict, lines
+        judged = rules.by_rounding_noise(e, c, noisy, base, verdict)
+        return judged.verdict, judged.lines
 
     def _judge_by_eager_spread(
         self, name: str, e: Tensor, c: Tensor, plain: Scan, problems: list[str], differs: str
     ) -> None:
-        """Judge a leaf that a plain eager re-run does not reproduce (`differs` says how).
-
-        A third eager run tells why. Where the two re-runs from the snapshot agree bit for bit
-        and only the first eager run differs, the snapshot did not rebuild the call: the
-        checker's limit, named as such, and nothing is excused. Where they differ too, eager is
-        nondeterministic here (atomics, nondeterministic algorithms): compiled passes within
-        the plain tolerance plus the largest difference between eager's runs, with a note.
-        """
+        """A leaf the second eager run does not reproduce: rules.by_eager_spread, with a third."""
         rtol, atol = self.options.tolerances(e.dtype)
         second = self._rerun_leaf(self.eager_again, name, e)
         third = self._rerun_leaf(self.eager_third, name, e)
         lines = [f"{name}: {'tensor metadata differs' if problems else 'values are not close'}"]
-        lines += [f"  {p}" for p in problems]
-        lines += value_lines(plain, e, c, rtol, atol)
+        lines += [f"  {p}" for p in problems] + value_lines(plain, e, c, rtol, atol)
         if second is None or third is None or self.eager_third.result().exception is not None:
-            lines.append(f"  {_nondeterministic_text(differs)}")
+            lines.append(f"  {rules.nondeterministic_text(differs)}")
             self._failed(name, lines, plain, nondeterministic=True)
             return
-        if _identical(second, third):
-            lines.append(
-                f"  Two plain eager re-runs from the checker's snapshot agree bit for bit with "
-                f"each other but not with the first eager run ({differs}): the checker could "
-                "not rebuild this call's state exactly. That is a limitation of the checker, "
-                "not eager's nondeterminism nor a verdict on the compiler, so nothing is "
-                "excused; please report it with the repro."
-            )
-            self._failed(name, lines, plain, nondeterministic=False)
+        judged = rules.by_eager_spread(name, e, c, second, third, rtol, atol, differs)
+        if judged.passed and not problems:
+            max_abs, max_rel = plain.abs_all.value, plain.rel_all.value
+            self.leaves.append(LeafComparison(name, True, max_abs, max_rel, "", note=judged.note))
             return
-        spread = max(distance(a, b).value for a, b in ((second, e), (third, e), (second, third)))
-        verdict = scan_leaf(c, e, rtol, atol, reference=e, slack=spread)
-        rule = (
-            f"eager is nondeterministic here: three eager runs from one snapshot differ by up to "
-            f"{num(spread)} ({differs})"
-        )
-        if not verdict.mismatched and not problems:
-            note = f"{name}: {rule}; compiled is within that run-to-run spread"
-            self.leaves.append(
-                LeafComparison(name, True, plain.abs_all.value, plain.rel_all.value, "", note=note)
-            )
-            return
-        lines.append(
-            f"  Judged against eager's run-to-run spread: {rule}; allowed: |compiled - eager| <= "
-            f"atol + rtol * |eager| + {num(spread)}, and compiled is outside it at "
-            f"{verdict.mismatched} element(s). To compare without eager's spread, call "
-            "torch.use_deterministic_algorithms(True)."
-        )
-        self._failed(name, lines, plain, nondeterministic=True)
+        self._failed(name, lines + judged.lines, plain, nondeterministic=judged.nondeterministic)
 
     def _failed(self, name: str, lines: list[str], plain: Scan, *, nondeterministic: bool) -> None:
         message = "\n".join(lines) + _context_suffix(self.options.context)
@@ -676,14 +568,14 @@ class _Comparer:
             third = self.eager_third.result()
             found, value = self.eager_third.get(name)
             again_value = self.eager_again.get(name)[1]
-            if third.exception is None and found and _identical(again_value, value):
+            if third.exception is None and found and rules.identical(again_value, value):
                 return (
                     f"Two plain eager re-runs from the checker's snapshot agree with each other "
                     f"but not with the first eager run ({how}): the checker could not rebuild "
                     "this call's state exactly. That is a limitation of the checker, not a "
                     "verdict on the compiler, so nothing is excused; please report it."
                 )
-        return _nondeterministic_text(how)
+        return rules.nondeterministic_text(how)
 
     def _rerun_differs(self, name: str, e: Tensor) -> str:
         """How a plain eager re-run fails to reproduce floating leaf `e`; "" when it does.
@@ -705,37 +597,7 @@ class _Comparer:
             value = torch.tensor(value, dtype=e.dtype)
         if not isinstance(value, Tensor) or value.shape != e.shape or value.dtype != e.dtype:
             return f"a second eager run {'has something else at' if found else 'lacks'} this leaf"
-        rtol, atol = self.options.tolerances(e.dtype)
-        value = dense(value)
-        scan = scan_leaf(value, e, rtol, atol, reference=e, slack=noise_floor(e, e.dtype))
-        if not scan.mismatched:
-            return ""
-        worst = f" by up to {num(scan.abs_bad.value)}" if scan.value_mismatches else ""
-        return f"two eager runs differ at {scan.mismatched} element(s){worst}"
-
-
-def _nondeterministic_text(how: str) -> str:
-    return (
-        f"A plain eager re-run from the same inputs and state does not reproduce eager's "
-        f"result here ({how}): eager is nondeterministic, or the call could not be rebuilt "
-        "exactly, so no rule excuses this difference. Seed the random number generators, or "
-        "call torch.use_deterministic_algorithms(True)."
-    )
-
-
-def _identical(a: Any, b: Any) -> bool:
-    """Equal bit for bit (NaN equal to NaN, the same dtype and shape); other values by ==."""
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
-            return False
-        if (a.dtype, a.shape) != (b.dtype, b.shape):
-            return False
-        a, b = dense(a), dense(b)
-        return bool(torch.equal(a, b)) or bool(same_nonfinite(a, b).all())
-    try:
-        return bool(a == b)
-    except Exception:
-        return False
+        return rules.reproduces(dense(value), e, *self.options.tolerances(e.dtype))
 
 
 class _MetadataComparer(_Comparer):

@@ -1,0 +1,201 @@
+"""The tolerance rules that tell a compiler's numeric noise from a miscompile, one unit each.
+
+A floating leaf that fails assert_close's tolerance (with the reduction-order noise floor, which
+`closeness` computes) is judged again by these rules, in this order, and only when a plain eager
+re-run from the call's snapshot reproduces eager's first result (`reproduces`):
+
+1. `by_reference`: compiled against a float64 reference (eager re-run on inputs and state
+   upcast, aliasing kept). With ``E = max|eager - r|`` and ``rms(r)`` the leaf's magnitude,
+   every element where compiled and the reference are finite must satisfy::
+
+       |compiled - r| <= atol + rtol * |r| + REFERENCE_SLACK * E + NOISE_ULPS * eps * rms(r)
+
+   REFERENCE_SLACK = 3 is PyTorch's accuracy-benchmark rule (compiled may be 2-3x as far from
+   the exact answer as eager), element-wise so one corrupted element is still caught;
+   NOISE_ULPS = 128 units of the accumulation precision is reduction order (Inductor sums in
+   vector lanes, or one lane over a non-contiguous input, where ATen sums in a cascade:
+   calibrated on the zoo, the examples and op_db, the largest seen is 59 ulps). Non-finite
+   values are judged against the reference rounded to the leaf's dtype: where eager overflowed
+   and the reference is finite, compiled passes by agreeing with it (compiled is right).
+2. `by_rounding_noise`: for ill-conditioned leaves (a result that cancels to ~0, a
+   normalisation by a tiny deviation, a kink that rounding turns either way), the leaf passes
+   iff ``rms(compiled - eager) <= SENSITIVITY_SLACK * rms(perturbed - noise_base)``: the compiler
+   may move the result no further than rounding-level changes move eager (rounding.py makes
+   the perturbed and noiseless decomposed re-runs). NaN/inf placement is never excused.
+
+Where the plain re-run does not reproduce eager, a third run tells why (`by_eager_spread`):
+eager's own run-to-run spread (atomics), which compiled is judged against, or a call the
+snapshot could not rebuild, which is named as the checker's limit and excuses nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from pytest_torchcompile.closeness import (
+    NOISE_ULPS,
+    Scan,
+    dense,
+    distance,
+    noise_floor,
+    nonfinite_text,
+    num,
+    peak_text,
+    rms,
+    same_nonfinite,
+    scan_leaf,
+)
+
+REFERENCE_SLACK = 3.0
+"""k in the float64-reference rule: compiled may be this many times eager's own worst error away."""
+
+SENSITIVITY_SLACK = 3.0
+"""k in the rounding-noise rule: compiled may move this many times as far as rounding noise does."""
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A rule's verdict on one leaf: the element-wise verdict after the rule, and what the
+    failure message (or, for a pass, the note) says about it."""
+
+    verdict: Scan
+    lines: list[str]
+    note: str = ""
+    nondeterministic: bool = False  # eager itself varies at this leaf
+
+    @property
+    def passed(self) -> bool:
+        return not self.verdict.mismatched
+
+
+def reproduces(again: Tensor, e: Tensor, rtol: float, atol: float) -> str:
+    """How a plain eager re-run `again` fails to reproduce floating leaf `e`; "" when it does.
+
+    Reproducing means agreeing up to the tolerance and the reduction-order noise floor, NaN and
+    inf in the same places: the rules below use re-runs, and one that does not even reproduce
+    eager proves nothing about the compiler.
+    """
+    scan = scan_leaf(again, e, rtol, atol, reference=e, slack=noise_floor(e, e.dtype))
+    if not scan.mismatched:
+        return ""
+    worst = f" by up to {num(scan.abs_bad.value)}" if scan.value_mismatches else ""
+    return f"two eager runs differ at {scan.mismatched} element(s){worst}"
+
+
+def by_reference(
+    e: Tensor, c: Tensor, r: Tensor, rtol: float, atol: float, plain: Scan
+) -> Judgement:
+    """Rule 1: compiled against the float64 reference `r`, allowed 3x eager's own error plus
+    the reduction-order floor. `plain` is the verdict by the plain tolerance."""
+    eager_error = distance(e, r)
+    floor = noise_floor(r, e.dtype)
+    verdict = scan_leaf(
+        c, e, rtol, atol, reference=r, slack=REFERENCE_SLACK * eager_error.value + floor
+    )
+    lines = [
+        "  Judged against a float64 reference (eager re-run on inputs and state upcast):",
+        f"    eager vs compiled:             {peak_text(plain.abs_all, e)}"
+        f"{nonfinite_text(e, c, ('eager', 'compiled'))}",
+        f"    eager vs float64 reference:    {peak_text(eager_error, e)}"
+        f"{nonfinite_text(e, r, ('eager', 'reference'))}",
+        f"    compiled vs float64 reference: {peak_text(distance(c, r), e)}"
+        f"{nonfinite_text(c, r, ('compiled', 'reference'))}",
+        f"    allowed: |compiled - reference| <= atol + rtol * |reference| + "
+        f"{REFERENCE_SLACK:g} * {num(eager_error.value)} (eager's own error) + "
+        f"{num(floor)} (reduction-order noise: {NOISE_ULPS:g} ulps of the leaf's rms) "
+        f"with atol={num(atol)}, rtol={num(rtol)}",
+    ]
+    return Judgement(verdict, lines)
+
+
+def by_rounding_noise(
+    e: Tensor, c: Tensor, noisy: Tensor, base: Tensor, verdict: Scan
+) -> Judgement:
+    """Rule 2: compiled may move the leaf no further than rounding noise moves eager: `noisy`
+    is the perturbed decomposed re-run, `base` the same without noise. `verdict` is the verdict
+    so far, kept where the rule does not excuse the leaf."""
+    moved_by_compiler, moved_by_noise = rms(c, e), rms(noisy, base)
+    lines = [
+        "  Judged by eager's rounding noise (eager re-run with every operation's result "
+        "rounded to a neighbouring value, reductions by sqrt(terms) ulps, fused operations "
+        "decomposed, inputs and state nudged by one ulp):",
+        f"    rms |compiled - eager| {num(moved_by_compiler)}, rms |noisy - noiseless "
+        f"re-run| {num(moved_by_noise)}; allowed: {SENSITIVITY_SLACK:g} * {num(moved_by_noise)}",
+    ]
+    if moved_by_compiler <= SENSITIVITY_SLACK * moved_by_noise:
+        verdict = dataclasses.replace(verdict, mismatched=0, value_mismatches=0)
+    return Judgement(verdict, lines)
+
+
+def by_eager_spread(
+    name: str,
+    e: Tensor,
+    c: Tensor,
+    second: Tensor,
+    third: Tensor,
+    rtol: float,
+    atol: float,
+    differs: str,
+) -> Judgement:
+    """A leaf the second eager run does not reproduce (`differs` says how), told apart by a third.
+
+    Where the two re-runs from the snapshot agree bit for bit and only the first eager run
+    differs, the snapshot did not rebuild the call: the checker's limit, named as such, and
+    nothing is excused. Where they differ too, eager is nondeterministic here (atomics,
+    nondeterministic algorithms): compiled passes within the plain tolerance plus the largest
+    difference between eager's three runs, with a note naming the leaf and the spread.
+    """
+    if identical(second, third):
+        line = (
+            f"  Two plain eager re-runs from the checker's snapshot agree bit for bit with each "
+            f"other but not with the first eager run ({differs}): the checker could not rebuild "
+            "this call's state exactly. That is a limitation of the checker, not eager's "
+            "nondeterminism nor a verdict on the compiler, so nothing is excused; please report "
+            "it with the repro."
+        )
+        return Judgement(scan_leaf(c, e, rtol, atol), [line])
+    spread = max(distance(a, b).value for a, b in ((second, e), (third, e), (second, third)))
+    verdict = scan_leaf(c, e, rtol, atol, reference=e, slack=spread)
+    rule = (
+        f"eager is nondeterministic here: three eager runs from one snapshot differ by up to "
+        f"{num(spread)} ({differs})"
+    )
+    if not verdict.mismatched:
+        note = f"{name}: {rule}; compiled is within that run-to-run spread"
+        return Judgement(verdict, [], note=note, nondeterministic=True)
+    line = (
+        f"  Judged against eager's run-to-run spread: {rule}; allowed: |compiled - eager| <= "
+        f"atol + rtol * |eager| + {num(spread)}, and compiled is outside it at "
+        f"{verdict.mismatched} element(s). To compare without eager's spread, call "
+        "torch.use_deterministic_algorithms(True)."
+    )
+    return Judgement(verdict, [line], nondeterministic=True)
+
+
+def nondeterministic_text(how: str) -> str:
+    """What a failure says where a re-run does not reproduce eager and no third run tells why."""
+    return (
+        f"A plain eager re-run from the same inputs and state does not reproduce eager's "
+        f"result here ({how}): eager is nondeterministic, or the call could not be rebuilt "
+        "exactly, so no rule excuses this difference. Seed the random number generators, or "
+        "call torch.use_deterministic_algorithms(True)."
+    )
+
+
+def identical(a: object, b: object) -> bool:
+    """Equal bit for bit (NaN equal to NaN, the same dtype and shape); other values by ==."""
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        if not (isinstance(a, Tensor) and isinstance(b, Tensor)):
+            return False
+        if (a.dtype, a.shape) != (b.dtype, b.shape):
+            return False
+        a, b = dense(a), dense(b)
+        return bool(torch.equal(a, b)) or bool(same_nonfinite(a, b).all())
+    try:
+        return bool(a == b)
+    except Exception:
+        return False

@@ -1,0 +1,71 @@
+"""Each tolerance rule on its own: what it excuses, what it does not, and what it says."""
+
+from __future__ import annotations
+
+import torch
+
+from pytest_torchcompile import rules
+from pytest_torchcompile.closeness import scan_leaf
+
+F32 = (1.3e-6, 1e-5)  # assert_close's float32 (rtol, atol)
+
+
+def test_reproduces_within_the_noise_floor_and_says_how_a_re_run_differs() -> None:
+    e = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    assert rules.reproduces(e.clone(), e, *F32) == ""
+    assert rules.reproduces(e + 1e-9, e, *F32) == ""  # far below 128 ulps of the leaf's rms
+    assert rules.reproduces(e + torch.tensor([0, 0, 0.5, 0]), e, *F32) == (
+        "two eager runs differ at 1 element(s) by up to 0.5"
+    )
+
+
+def test_by_reference_excuses_what_eager_is_as_wrong_as_and_not_a_corrupted_element() -> None:
+    r = torch.tensor([100.0, 200.0, 300.0, 400.0], dtype=torch.float64) / 3
+    e = (r + 3e-5).float()  # eager 3e-5 from the exact answer
+    c = (r - 6e-5).float()  # compiled twice as far: within 3x
+    plain = scan_leaf(c, e, *F32)
+    assert plain.mismatched
+    judged = rules.by_reference(e, c, r, *F32, plain)
+    assert judged.passed
+    assert "Judged against a float64 reference" in judged.lines[0]
+    bad = c.clone()
+    bad[1] += 0.1  # far above 3x eager's error and 128 ulps of the leaf's rms
+    assert not rules.by_reference(e, bad, r, *F32, scan_leaf(bad, e, *F32)).passed
+
+
+def test_by_rounding_noise_bounds_compiled_by_three_times_the_noise() -> None:
+    e = torch.zeros(8)
+    noise = torch.full((8,), 1e-3)
+    within, beyond = e + 2.5e-3, e + 3.5e-3
+    for c, passes in ((within, True), (beyond, False)):
+        judged = rules.by_rounding_noise(e, c, e + noise, e, scan_leaf(c, e, *F32))
+        assert judged.passed is passes
+        assert "allowed: 3 * 0.001" in judged.lines[1]
+
+
+def test_by_eager_spread_passes_within_eager_spread_with_a_note() -> None:
+    e = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    jitter = torch.tensor([0.0, 2.0**-12, 0.0, 0.0])
+    judged = rules.by_eager_spread(
+        "grad of input 0", e, e - jitter, e + jitter, e, *F32, "two eager runs differ ..."
+    )
+    assert judged.passed and judged.nondeterministic
+    assert judged.note.startswith("grad of input 0: eager is nondeterministic here")
+    beyond = rules.by_eager_spread("x", e, e + 4 * jitter, e + jitter, e, *F32, "...")
+    assert not beyond.passed and "outside it at 1 element(s)" in beyond.lines[0]
+
+
+def test_by_eager_spread_names_a_call_the_snapshot_could_not_rebuild() -> None:
+    e = torch.tensor([1.0, 2.0])
+    again = torch.tensor([1.5, 2.0])
+    judged = rules.by_eager_spread("output", e, again, again.clone(), again.clone(), *F32, "how")
+    assert not judged.passed and not judged.nondeterministic
+    assert "limitation of the checker" in judged.lines[0]
+
+
+def test_identical_is_bitwise_with_nan_equal_to_nan() -> None:
+    nan = torch.tensor([float("nan"), 1.0])
+    assert rules.identical(nan, nan.clone())
+    assert not rules.identical(nan, torch.tensor([float("nan"), 1.0 + 2**-23]))
+    assert not rules.identical(torch.zeros(2), torch.zeros(2, dtype=torch.float64))
+    assert rules.identical(3, 3) and not rules.identical(torch.zeros(1), 0.0)
