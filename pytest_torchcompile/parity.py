@@ -167,7 +167,7 @@ def compare(
     comparer = _Comparer(options, reference, eager_again, perturbed, noise_base)
     note = comparer.exceptions(eager, compiled)
     if eager.exception is None and compiled.exception is None:
-        comparer.settle_plainly(eager, compiled)
+        comparer.plain.settle(eager, compiled)
         comparer.walk("output", eager.output, compiled.output, "output")
         comparer.sections(eager.after, compiled.after, "after")
         comparer.sections(eager.grads, compiled.grads, "grad")
@@ -220,29 +220,15 @@ class _Rerun:
         return name in self._index, self._index.get(name)
 
 
-class _Comparer:
-    """One comparison: walks both sides in report order and collects a verdict per leaf."""
+class _PlainVerdicts:
+    """The plain tolerance's verdicts of one call's tensor leaves, settled together where reading
+    a value waits for a device, and leaf by leaf elsewhere."""
 
-    def __init__(
-        self,
-        options: CompareOptions,
-        reference: Callable[[], SideResult] | None,
-        eager_again: Callable[[], SideResult] | None,
-        perturbed: Callable[[], SideResult] | None = None,
-        noise_base: Callable[[], SideResult] | None = None,
-    ) -> None:
+    def __init__(self, options: CompareOptions) -> None:
         self.options = options
-        self.reference = _Rerun(reference)
-        self.eager_again = _Rerun(eager_again)
-        # The same plain re-run once more: a second sample tells eager's own run-to-run spread
-        # (atomics) from a call the snapshot could not rebuild (two re-runs agree exactly).
-        self.eager_third = _Rerun(eager_again)
-        self.perturbed = _Rerun(perturbed)
-        self.noise_base = _Rerun(noise_base)
-        self.leaves: list[LeafComparison] = []
         self._settled: dict[str, Settled] = {}  # plain verdicts of the tensor leaves, by name
 
-    def settle_plainly(self, eager: SideResult, compiled: SideResult) -> None:
+    def settle(self, eager: SideResult, compiled: SideResult) -> None:
         """Judge every tensor leaf both sides hold alike by the plain tolerance at once, where
         reading a value waits for a device.
 
@@ -267,29 +253,183 @@ class _Comparer:
             )
         }
 
-    def _plainly_close(
+    def close(
         self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
     ) -> tuple[float, float] | None:
         """`plainly_close`, read from `settle_plainly`'s verdicts where they hold this leaf."""
-        settled = self._settled_for(name, c, e, rtol, atol)
+        settled = self._for(name, c, e, rtol, atol)
         return settled.verdict if settled else plainly_close(c, e, rtol, atol)
 
-    def _within_noise_floor(
+    def within_floor(
         self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
     ) -> tuple[float, float] | None:
         """`plainly_close` with the reduction-order noise floor of `e` added to atol."""
-        settled = self._settled_for(name, c, e, rtol, atol)
+        settled = self._for(name, c, e, rtol, atol)
         if settled:
             return settled.within_floor
         return plainly_close(c, e, rtol, atol + noise_floor(e, e.dtype))
 
-    def _settled_for(
-        self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
-    ) -> Settled | None:
+    def _for(self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float) -> Settled | None:
         settled = self._settled.get(name)
         return settled if settled is not None and settled.judges(c, e, rtol, atol) else None
 
-    # -- exceptions --
+
+class _Reruns:
+    """The re-runs one call's rules may consult, each run lazily and at most once: the float64
+    reference, eager again (twice: a third run tells eager's spread from an unrebuilt call), and
+    the rounding-noise pair; and the rule applications that read them."""
+
+    def __init__(
+        self,
+        options: CompareOptions,
+        reference: Callable[[], SideResult] | None,
+        eager_again: Callable[[], SideResult] | None,
+        perturbed: Callable[[], SideResult] | None,
+        noise_base: Callable[[], SideResult] | None,
+    ) -> None:
+        self.options = options
+        self.reference = _Rerun(reference)
+        self.eager_again = _Rerun(eager_again)
+        self.eager_third = _Rerun(eager_again)  # the same plain re-run once more
+        self.perturbed = _Rerun(perturbed)
+        self.noise_base = _Rerun(noise_base)
+
+    @property
+    def rules_given(self) -> bool:
+        """Whether a rule that may excuse a difference has its re-run."""
+        return self.reference.given or self.perturbed.given
+
+    def judge_by_reference(
+        self, name: str, e: Tensor, c: Tensor, rtol: float, atol: float, plain: Scan
+    ) -> tuple[Scan, list[str]]:
+        """Rule 1 (rules.by_reference), where the reference run has this leaf."""
+        r, why_not = self.reference_leaf(name, e)
+        if r is None:
+            return plain, [
+                f"  No float64 reference here ({why_not}): judged by the plain tolerance."
+            ]
+        judged = rules.by_reference(e, c, r, rtol, atol, plain)
+        return judged.verdict, judged.lines
+
+    def judge_by_rounding_noise(
+        self, name: str, e: Tensor, c: Tensor, verdict: Scan
+    ) -> tuple[Scan, list[str]]:
+        """Rule 2 (rules.by_rounding_noise), where both noise re-runs ran."""
+        for rerun in (self.perturbed, self.noise_base):
+            raised = rerun.result().exception if rerun.given else None
+            if raised is not None:
+                return verdict, [
+                    f"  Not judged by eager's rounding noise: it raised {_exc_text(raised)}."
+                ]
+        noisy = self.leaf(self.perturbed, name, e)
+        base = self.leaf(self.noise_base, name, e) if self.noise_base.given else e
+        if noisy is None or base is None:
+            return verdict, []
+        judged = rules.by_rounding_noise(e, c, noisy, base, verdict)
+        return judged.verdict, judged.lines
+
+    @staticmethod
+    def leaf(rerun: _Rerun, name: str, e: Tensor) -> Tensor | None:
+        """This leaf in a re-run in eager's dtype, if it is there and shaped like eager's."""
+        _, value = rerun.get(name)
+        if isinstance(value, float | complex):
+            value = torch.tensor(value, dtype=e.dtype)
+        return dense(value) if isinstance(value, Tensor) and value.shape == e.shape else None
+
+    def reference_leaf(self, name: str, e: Tensor) -> tuple[Tensor | None, str]:
+        """The float64 reference for this leaf, or None and the reason there is none."""
+        result = self.reference.result()
+        if result.exception is not None:
+            return None, f"the reference run raised {_exc_text(result.exception)}"
+        found, value = self.reference.get(name)
+        if isinstance(value, float | complex):
+            value = torch.tensor(value, dtype=torch.complex128 if e.is_complex() else torch.float64)
+        if not isinstance(value, Tensor):
+            return None, f"the reference run has no {'tensor at this' if found else 'such'} leaf"
+        if value.shape != e.shape:
+            return None, f"the reference has shape {tuple(value.shape)}, eager {tuple(e.shape)}"
+        return dense(value), ""
+
+    def nondeterminism(self, name: str, eager_value: Any, section: str) -> str:
+        """A note when a plain eager re-run does not reproduce the first at this leaf, else ""."""
+        again = self.eager_again.result()
+        if isinstance(again.exception, RerunUnavailable):
+            return ""  # no faithful re-run: nothing is known about eager's determinism
+        if section == "exception":
+            if type(again.exception) is type(eager_value):
+                return ""
+            how = f"a second eager run {_outcome(again.exception, again.raised_in_backward)}"
+        elif isinstance(eager_value, Tensor) and is_inexact(eager_value):
+            how = self.differs(name, eager_value)
+        elif again.exception is not None:
+            how = f"a second eager run raised {_exc_text(again.exception)}"
+        else:
+            found, again_value = self.eager_again.get(name)
+            if found != (eager_value is not _ABSENT):
+                how = "a second eager run " + ("has" if found else "lacks") + " this leaf"
+            elif not found:
+                return ""
+            else:
+                check = _Comparer(self.options, None, None)
+                check.walk(name, eager_value, again_value, section)
+                failed = [leaf for leaf in check.leaves if not leaf.ok]
+                if not failed:
+                    return ""
+                worst = max(leaf.max_abs for leaf in failed)
+                how = "two eager runs differ" + (f" by {num(worst)}" if worst else "")
+        if not how:
+            return ""
+        if section != "exception" and again.exception is None:
+            third = self.eager_third.result()
+            found, value = self.eager_third.get(name)
+            again_value = self.eager_again.get(name)[1]
+            if third.exception is None and found and rules.identical(again_value, value):
+                return (
+                    f"Two plain eager re-runs from the checker's snapshot agree with each other "
+                    f"but not with the first eager run ({how}): the checker could not rebuild "
+                    "this call's state exactly. That is a limitation of the checker, not a "
+                    "verdict on the compiler, so nothing is excused; please report it."
+                )
+        return rules.nondeterministic_text(how)
+
+    def differs(self, name: str, e: Tensor) -> str:
+        """How a plain eager re-run fails to reproduce floating leaf `e`; "" when it does.
+
+        The rules that excuse a difference use re-runs; one that does not even reproduce eager
+        (a nondeterministic op, or a call the snapshot could not rebuild: lost aliasing, a
+        changed storage offset) proves nothing about the compiler. Reproducing means agreeing
+        up to the tolerance and the reduction-order noise floor, NaN and inf in the same places.
+        """
+        if not self.eager_again.given:
+            return ""
+        again = self.eager_again.result()
+        if isinstance(again.exception, RerunUnavailable):
+            return f"no faithful re-run: {again.exception}"
+        if again.exception is not None:
+            return f"a second eager run raised {_exc_text(again.exception)}"
+        found, value = self.eager_again.get(name)
+        if isinstance(value, float | complex):
+            value = torch.tensor(value, dtype=e.dtype)
+        if not isinstance(value, Tensor) or value.shape != e.shape or value.dtype != e.dtype:
+            return f"a second eager run {'has something else at' if found else 'lacks'} this leaf"
+        return rules.reproduces(dense(value), e, *self.options.tolerances(e.dtype))
+
+
+class _Comparer:
+    """One comparison: walks both sides in report order and collects a verdict per leaf."""
+
+    def __init__(
+        self,
+        options: CompareOptions,
+        reference: Callable[[], SideResult] | None,
+        eager_again: Callable[[], SideResult] | None,
+        perturbed: Callable[[], SideResult] | None = None,
+        noise_base: Callable[[], SideResult] | None = None,
+    ) -> None:
+        self.options = options
+        self.reruns = _Reruns(options, reference, eager_again, perturbed, noise_base)
+        self.plain = _PlainVerdicts(options)
+        self.leaves: list[LeafComparison] = []
 
     def exceptions(self, eager: SideResult, compiled: SideResult) -> str:
         """Record an 'exception' leaf when the sides disagree on raising; return the note."""
@@ -311,8 +451,6 @@ class _Comparer:
         )
         self._fail("exception", body, "exception", eager_value=e)
         return ""
-
-    # -- structure --
 
     def sections(self, eager: dict[str, Any], compiled: dict[str, Any], section: str) -> None:
         for key in eager:
@@ -363,8 +501,6 @@ class _Comparer:
                 body = f"{name}: eager has {e!r}, compiled has {c!r}."
                 self._fail(name, body, section, eager_value=e)
 
-    # -- tensors --
-
     def _tensor(self, name: str, e: Tensor, c: Tensor, section: str) -> None:
         problems = [
             f"{what}: eager {ev}, compiled {cv}"
@@ -380,18 +516,18 @@ class _Comparer:
 
     def _values(self, name: str, e: Tensor, c: Tensor, problems: list[str], section: str) -> None:
         rtol, atol = self.options.tolerances(e.dtype)
-        passed = None if problems else self._plainly_close(name, c, e, rtol, atol)
+        passed = None if problems else self.plain.close(name, c, e, rtol, atol)
         if passed is None and not problems and self.options.rtol is None and is_inexact(e):
             # Within reduction-order noise of eager: the reference rule would pass it (with r the
             # reference, |c - r| <= |c - e| + |e - r|), so no re-run is needed to say so.
-            passed = self._within_noise_floor(name, c, e, rtol, atol)
+            passed = self.plain.within_floor(name, c, e, rtol, atol)
         if passed is not None:
             self.leaves.append(LeafComparison(name, True, *passed, ""))
             return
         scan = scan_leaf(c, e, rtol, atol)
         verdict, reference_lines, note = scan, list[str](), ""
-        given = self.reference.given or self.perturbed.given
-        differs = self._rerun_differs(name, e) if scan.mismatched and is_inexact(e) else ""
+        given = self.reruns.rules_given
+        differs = self.reruns.differs(name, e) if scan.mismatched and is_inexact(e) else ""
         if differs.startswith("no faithful re-run") and given:
             reference_lines.append(
                 f"  Not judged by the float64 reference or eager's rounding noise: {differs}."
@@ -400,14 +536,16 @@ class _Comparer:
             self._judge_by_eager_spread(name, e, c, scan, problems, differs)
             return
         if scan.mismatched and given and is_inexact(e) and not differs:
-            if self.reference.given:
-                verdict, reference_lines = self._judge_by_reference(name, e, c, rtol, atol, scan)
+            if self.reruns.reference.given:
+                verdict, reference_lines = self.reruns.judge_by_reference(
+                    name, e, c, rtol, atol, scan
+                )
             if (
                 verdict.mismatched
                 and verdict.mismatched == verdict.value_mismatches
-                and self.perturbed.given
+                and self.reruns.perturbed.given
             ):
-                verdict, noise_lines = self._judge_by_rounding_noise(name, e, c, verdict)
+                verdict, noise_lines = self.reruns.judge_by_rounding_noise(name, e, c, verdict)
                 reference_lines += noise_lines
             if verdict.rescued and not verdict.mismatched:
                 note = (
@@ -437,45 +575,20 @@ class _Comparer:
             values_differ=bool(verdict.mismatched),
         )
 
-    def _judge_by_reference(
-        self, name: str, e: Tensor, c: Tensor, rtol: float, atol: float, plain: Scan
-    ) -> tuple[Scan, list[str]]:
-        """Rule 1 (rules.by_reference), where the reference run has this leaf."""
-        r, why_not = self._reference_leaf(name, e)
-        if r is None:
-            return plain, [
-                f"  No float64 reference here ({why_not}): judged by the plain tolerance."
-            ]
-        judged = rules.by_reference(e, c, r, rtol, atol, plain)
-        return judged.verdict, judged.lines
-
-    def _judge_by_rounding_noise(
-        self, name: str, e: Tensor, c: Tensor, verdict: Scan
-    ) -> tuple[Scan, list[str]]:
-        """Rule 2 (rules.by_rounding_noise), where both noise re-runs ran."""
-        for rerun in (self.perturbed, self.noise_base):
-            raised = rerun.result().exception if rerun.given else None
-            if raised is not None:
-                return verdict, [
-                    f"  Not judged by eager's rounding noise: it raised {_exc_text(raised)}."
-                ]
-        noisy = self._rerun_leaf(self.perturbed, name, e)
-        base = self._rerun_leaf(self.noise_base, name, e) if self.noise_base.given else e
-        if noisy is None or base is None:
-            return verdict, []
-        judged = rules.by_rounding_noise(e, c, noisy, base, verdict)
-        return judged.verdict, judged.lines
-
     def _judge_by_eager_spread(
         self, name: str, e: Tensor, c: Tensor, plain: Scan, problems: list[str], differs: str
     ) -> None:
         """A leaf the second eager run does not reproduce: rules.by_eager_spread, with a third."""
         rtol, atol = self.options.tolerances(e.dtype)
-        second = self._rerun_leaf(self.eager_again, name, e)
-        third = self._rerun_leaf(self.eager_third, name, e)
+        second = self.reruns.leaf(self.reruns.eager_again, name, e)
+        third = self.reruns.leaf(self.reruns.eager_third, name, e)
         lines = [f"{name}: {'tensor metadata differs' if problems else 'values are not close'}"]
         lines += [f"  {p}" for p in problems] + value_lines(plain, e, c, rtol, atol)
-        if second is None or third is None or self.eager_third.result().exception is not None:
+        if (
+            second is None
+            or third is None
+            or self.reruns.eager_third.result().exception is not None
+        ):
             lines.append(f"  {rules.nondeterministic_text(differs)}")
             self._failed(name, lines, plain, nondeterministic=True)
             return
@@ -494,30 +607,6 @@ class _Comparer:
             )
         )
 
-    @staticmethod
-    def _rerun_leaf(rerun: _Rerun, name: str, e: Tensor) -> Tensor | None:
-        """This leaf in a re-run in eager's dtype, if it is there and shaped like eager's."""
-        _, value = rerun.get(name)
-        if isinstance(value, float | complex):
-            value = torch.tensor(value, dtype=e.dtype)
-        return dense(value) if isinstance(value, Tensor) and value.shape == e.shape else None
-
-    def _reference_leaf(self, name: str, e: Tensor) -> tuple[Tensor | None, str]:
-        """The float64 reference for this leaf, or None and the reason there is none."""
-        result = self.reference.result()
-        if result.exception is not None:
-            return None, f"the reference run raised {_exc_text(result.exception)}"
-        found, value = self.reference.get(name)
-        if isinstance(value, float | complex):
-            value = torch.tensor(value, dtype=torch.complex128 if e.is_complex() else torch.float64)
-        if not isinstance(value, Tensor):
-            return None, f"the reference run has no {'tensor at this' if found else 'such'} leaf"
-        if value.shape != e.shape:
-            return None, f"the reference has shape {tuple(value.shape)}, eager {tuple(e.shape)}"
-        return dense(value), ""
-
-    # -- failures and eager's own nondeterminism --
-
     def _fail(
         self,
         name: str,
@@ -530,74 +619,10 @@ class _Comparer:
         values_differ: bool = True,
     ) -> None:
         # A second eager run can explain differing values, never differing metadata.
-        ask = self.eager_again.given and values_differ
-        note = self._nondeterminism(name, eager_value, section) if ask else ""
+        ask = self.reruns.eager_again.given and values_differ
+        note = self.reruns.nondeterminism(name, eager_value, section) if ask else ""
         message = body + (f"\n  {note}" if note else "") + _context_suffix(self.options.context)
         self.leaves.append(LeafComparison(name, False, max_abs, max_rel, message, bool(note)))
-
-    def _nondeterminism(self, name: str, eager_value: Any, section: str) -> str:
-        """A note when a plain eager re-run does not reproduce the first at this leaf, else ""."""
-        again = self.eager_again.result()
-        if isinstance(again.exception, RerunUnavailable):
-            return ""  # no faithful re-run: nothing is known about eager's determinism
-        if section == "exception":
-            if type(again.exception) is type(eager_value):
-                return ""
-            how = f"a second eager run {_outcome(again.exception, again.raised_in_backward)}"
-        elif isinstance(eager_value, Tensor) and is_inexact(eager_value):
-            how = self._rerun_differs(name, eager_value)
-        elif again.exception is not None:
-            how = f"a second eager run raised {_exc_text(again.exception)}"
-        else:
-            found, again_value = self.eager_again.get(name)
-            if found != (eager_value is not _ABSENT):
-                how = "a second eager run " + ("has" if found else "lacks") + " this leaf"
-            elif not found:
-                return ""
-            else:
-                check = _Comparer(self.options, None, None)
-                check.walk(name, eager_value, again_value, section)
-                failed = [leaf for leaf in check.leaves if not leaf.ok]
-                if not failed:
-                    return ""
-                worst = max(leaf.max_abs for leaf in failed)
-                how = "two eager runs differ" + (f" by {num(worst)}" if worst else "")
-        if not how:
-            return ""
-        if section != "exception" and again.exception is None:
-            third = self.eager_third.result()
-            found, value = self.eager_third.get(name)
-            again_value = self.eager_again.get(name)[1]
-            if third.exception is None and found and rules.identical(again_value, value):
-                return (
-                    f"Two plain eager re-runs from the checker's snapshot agree with each other "
-                    f"but not with the first eager run ({how}): the checker could not rebuild "
-                    "this call's state exactly. That is a limitation of the checker, not a "
-                    "verdict on the compiler, so nothing is excused; please report it."
-                )
-        return rules.nondeterministic_text(how)
-
-    def _rerun_differs(self, name: str, e: Tensor) -> str:
-        """How a plain eager re-run fails to reproduce floating leaf `e`; "" when it does.
-
-        The rules that excuse a difference use re-runs; one that does not even reproduce eager
-        (a nondeterministic op, or a call the snapshot could not rebuild: lost aliasing, a
-        changed storage offset) proves nothing about the compiler. Reproducing means agreeing
-        up to the tolerance and the reduction-order noise floor, NaN and inf in the same places.
-        """
-        if not self.eager_again.given:
-            return ""
-        again = self.eager_again.result()
-        if isinstance(again.exception, RerunUnavailable):
-            return f"no faithful re-run: {again.exception}"
-        if again.exception is not None:
-            return f"a second eager run raised {_exc_text(again.exception)}"
-        found, value = self.eager_again.get(name)
-        if isinstance(value, float | complex):
-            value = torch.tensor(value, dtype=e.dtype)
-        if not isinstance(value, Tensor) or value.shape != e.shape or value.dtype != e.dtype:
-            return f"a second eager run {'has something else at' if found else 'lacks'} this leaf"
-        return rules.reproduces(dense(value), e, *self.options.tolerances(e.dtype))
 
 
 class _MetadataComparer(_Comparer):
