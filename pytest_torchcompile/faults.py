@@ -213,19 +213,14 @@ def _cache(exc: BaseException, original: BaseException) -> Fault | None:
     text = str(exc)
     cached = [path for path in _paths(exc) if _cache_root(path)]
     if isinstance(exc, SyntaxError) and cached:
-        root = _cache_root(cached[0])
-        return Fault(
-            "cache", "a cached Inductor source file that does not parse", cached[0], root,
-            original, sure=False,
-        )  # fmt: skip
+        what = "a cached Inductor source file that does not parse"
+        return Fault("cache", what, cached[0], _cache_root(cached[0]), original, sure=False)
     corrupt = _CORRUPT.search(text) or isinstance(exc, EOFError | pickle.UnpicklingError)
     if not corrupt:
         return None
     if cached:
-        return Fault(
-            "cache", "a truncated Inductor cache artifact", cached[0], _cache_root(cached[0]),
-            original,
-        )  # fmt: skip
+        what = "a truncated Inductor cache artifact"
+        return Fault("cache", what, cached[0], _cache_root(cached[0]), original)
     if _raised_in(exc, _CACHE_FRAMES):
         root = _compat.inductor_cache_dirs()[0]
         return Fault("cache", "a corrupt Inductor cache entry", "", root, original)
