@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CompileParityFailure",
     "EagerFallbackError",
+    "EnvironmentFault",
     "GraphBreakBudgetExceeded",
     "ParityError",
     "ParityResult",
@@ -24,6 +25,7 @@ __all__ = [
 from pytest_torchcompile.errors import (
     CompileParityFailure,
     EagerFallbackError,
+    EnvironmentFault,
     GraphBreakBudgetExceeded,
     ParityError,
     RecompileLimitExceeded,

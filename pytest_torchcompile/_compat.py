@@ -691,3 +691,41 @@ def op_name(func: Any) -> str:
     """The ATen name of overload `func`, without namespace or overload: "embedding"."""
     schema = getattr(func, "_schema", None)
     return str(schema.name).split("::")[-1] if schema is not None else str(func)
+
+
+# --- environment faults (helper "repro") ---
+
+
+def inductor_cache_dirs() -> list[str]:
+    """The directories Inductor and Triton keep compiled artifacts in, as this process sees them.
+
+    Read without creating them (Inductor's own cache_dir() makes the directory and pins it in
+    the environment).
+    """
+    import os
+
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    inductor = os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()
+    triton = os.environ.get("TRITON_CACHE_DIR") or os.path.join(
+        os.path.expanduser("~"), ".triton", "cache"
+    )
+    return [os.path.abspath(inductor), os.path.abspath(triton)]
+
+
+@contextmanager
+def fresh_inductor_cache() -> Iterator[None]:
+    """A new, empty temporary Inductor (and Triton) cache directory for a block, removed after;
+    Inductor's in-memory caches are cleared on the way in and out."""
+    from torch._inductor import utils
+
+    fresh = getattr(utils, "fresh_cache", None) or utils.fresh_inductor_cache
+    with fresh():
+        yield
+
+
+def is_cpp_compile_error(exc: BaseException) -> bool:
+    """Inductor's C++ compiler invocation failed (the compiler's output is in the message)."""
+    from torch._inductor import exc as inductor_exc
+
+    return isinstance(exc, inductor_exc.CppCompileError)

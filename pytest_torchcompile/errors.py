@@ -29,6 +29,16 @@ class UnusedCheckerError(CompileParityFailure):
     """A test marked compile_parity that never called the checker."""
 
 
+class EnvironmentFault(AssertionError):
+    """The compiled run failed because of its environment (a corrupt Inductor cache, a missing
+    compiler or header, out of memory or disk), so no parity was shown either way.
+
+    Not a CompileParityFailure: it is no verdict on the compiler, and gets no stage bisect or repro.
+    """
+
+    __tracebackhide__ = True
+
+
 class UncopyableInputError(TypeError):
     """The checker cannot copy the module or an input; the message names it and what to do.
 

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 
 import torch
 
-from pytest_torchcompile import _compat, parity, pystate, randomness
+from pytest_torchcompile import _compat, faults, parity, pystate, randomness
 from pytest_torchcompile.accounting import Accountant
 from pytest_torchcompile.errors import (
     CompileParityFailure,
@@ -254,6 +254,16 @@ class Checker:
             rng.restore()
             shared.restore(before)
             compiled_result, moved_again, copies = self._run_compiled(fn, args, kwargs, watch)
+            attributes_moved = attributes_moved or moved_again
+        fault = faults.classify(compiled_result.exception)
+        if fault is not None:  # not the compiler's doing: retried with a fresh cache, or raised
+            rng.restore()
+            shared.restore(before)
+            retry = functools.partial(self._run_compiled, fn, args, kwargs, watch)
+            outcome = faults.recover(
+                fault, retry, lambda r: r[0].exception, self.notes, self._context()
+            )
+            compiled_result, moved_again, copies = outcome
             attributes_moved = attributes_moved or moved_again
         # Re-runs need the call as it was, and the caller's objects hold that until eager runs:
         # keep what the compiled run shows the call changes. Anything else eager changes, the

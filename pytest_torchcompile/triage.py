@@ -18,6 +18,7 @@ whole sequence of checker calls can be replayed later. Everything else runs afte
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import pickle
 import re
@@ -40,6 +41,7 @@ from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.settings import MARKER_KEYS, Settings, apply
 from pytest_torchcompile.sides import RngState
 from pytest_torchcompile.snapshot import clone_tree, leaves
+from pytest_torchcompile.standins import ByImport, FillIn, FromSource, Placeholder, Reduced, resolve
 
 # The stages before the configured backend, each adding one layer of the stack.
 STAGES: tuple[tuple[str, str], ...] = (
@@ -351,84 +353,96 @@ def write_repro(
 ) -> list[str]:
     """Write repro.py, calls.pt and copies of the test's own modules the callables need.
 
-    Returns notes for the failure message (what the repro could not rebuild).
+    Every failure gets one: what pickle cannot save is saved as a stand-in (standins.py); a
+    callable that cannot be rebuilt at all gets a FILL IN line in repro.py. Returns notes for the
+    failure message (what the repro could not rebuild).
     """
-    notes: list[str] = []
-    # Callables rebuilt from source: one maker per code object, called once per function object,
-    # so that functions sharing code (a lambda made again each Hypothesis example) share it
-    # again, and with it Dynamo's cache entry, as in the test.
-    makers: dict[types.CodeType, str] = {}
-    instances: dict[int, _FromSource] = {}
-    makers_code: list[str] = []
-    imports: set[str] = set()
-    values: dict[str, list[dict[str, Any]]] = {}
-    local_modules: set[str] = set()
-    for call in calls:
+    saver = _Saver({getattr(call.fn, "__module__", None) or "" for call in calls})
+    fill_ins: dict[int, _FillIn] = {}  # by id of the callable
+    saved_fns: dict[int, Any] = {}
+    for number, call in enumerate(calls, 1):
         fn = call.fn
-        local = _local_class(fn) if isinstance(fn, torch.nn.Module) else None
-        if local is not None:
-            notes.append(
-                f"repro: the module class {local} is defined inside a function, so the repro "
-                "cannot rebuild it; define it at module level for a standalone repro"
+        if id(fn) in fill_ins:
+            fill_ins[id(fn)].calls.append(number)
+        if id(fn) in saved_fns:
+            continue
+        reason = None
+        if isinstance(fn, torch.nn.Module):
+            local = _local_class(fn)
+            if local is None:
+                saver.modules |= _defining_modules(fn)
+                saved_fns[id(fn)] = fn
+                continue
+            reason = (
+                f"the module class {local} is defined inside a function, so the repro cannot "
+                "rebuild it; define it at module level for a standalone repro"
             )
-            instances[id(fn)] = _FromSource("", 0)
+        else:
+            mark = len(saver.notes)
+            standin = saver.save(fn, getattr(fn, "__qualname__", "the callable under test"))
+            if isinstance(standin, Placeholder):
+                reason = standin.reason
+                del saver.notes[mark:]  # the FILL IN note says it
+        if reason is None:
+            saved_fns[id(fn)] = standin
             continue
-        if id(fn) in instances or isinstance(fn, torch.nn.Module) or _importable(fn):
-            local_modules |= _defining_modules(fn)
-            continue
-        try:
-            if not isinstance(fn, types.FunctionType):
-                raise _NotRebuildable(
-                    f"{type(fn).__qualname__} objects defined inside a function cannot be "
-                    "rebuilt outside the test; define the class at module level"
-                )
-            code_object = fn.__code__
-            name = makers.get(code_object, f"make_fn_{len(makers)}")
-            code, needed_imports, captured = _rebuild_source(fn, name)
-        except _NotRebuildable as exc:
-            notes.append(f"repro: {exc}")
-            instances[id(fn)] = _FromSource("", 0)
-            continue
-        if code_object not in makers:
-            makers[code_object] = name
-            makers_code.append(code)
-            imports |= needed_imports
-        values.setdefault(name, []).append(captured)
-        instances[id(fn)] = _FromSource(name, len(values[name]) - 1)
-        for value in captured.values():
-            local_modules |= _defining_modules(value)
+        fill_ins[id(fn)] = _FillIn(f"fn_{len(fill_ins)}", _described(fn), reason, [number])
+        saved_fns[id(fn)] = FillIn(fill_ins[id(fn)].name)
     backend_module = settings.backend.partition(":")[0] if ":" in settings.backend else None
     if backend_module is not None and backend_module in sys.modules:
-        local_modules |= _defining_modules(sys.modules[backend_module])
+        saver.modules |= _defining_modules(sys.modules[backend_module])
     saved = [
         {
-            "fn": instances.get(id(call.fn), call.fn),
-            "args": call.args,
-            "kwargs": call.kwargs,
+            "fn": saved_fns[id(call.fn)],
+            "args": saver.save(call.args, f"the inputs of checker call {number}"),
+            "kwargs": saver.save(call.kwargs, f"the keyword inputs of checker call {number}"),
             "rng": call.rng,
             "example": call.example,
         }
-        for call in calls
+        for number, call in enumerate(calls, 1)
     ]
-    _copy_sources(local_modules, directory / "source")
-    torch.save({"calls": saved, "values": values, "examples": examples}, directory / "calls.pt")
+    _copy_sources(saver.modules, directory / "source")
+    torch.save({"calls": saved, "examples": examples}, directory / "calls.pt")
     chosen = {key: getattr(settings, key) for key in _REPRO_SETTINGS}
     if settings.rtol is None:
         del chosen["rtol"], chosen["atol"]
+    lines = [
+        f"{fill.name} = ...  # FILL IN: the callable of checker call(s) "
+        f"{', '.join(map(str, fill.calls))} of {title}: {fill.described}, could not be rebuilt: "
+        f"{fill.reason}"
+        for fill in fill_ins.values()
+    ]
     text = _REPRO_TEMPLATE.format(
         title=title,
         stage=(stage or "stage: not bisected (--compile-bisect=off)") + _random_note(calls),
         count=len(calls),
-        listing=_listing(calls, instances),
+        listing=_listing(calls),
         version=__version__,
         torch=torch.__version__,
-        imports="".join(f"{line}  # noqa: E402\n" for line in sorted(imports)),
-        makers="\n\n".join(makers_code) + ("\n\n" if makers_code else ""),
+        imports="".join(f"{line}  # noqa: E402\n" for line in sorted(saver.imports)),
+        makers="\n\n".join(saver.code) + ("\n\n" if saver.code else ""),
+        fill_ins="".join(f"{line}\n" for line in lines) + ("\n\n" if lines else ""),
         settings="{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in chosen.items()) + "}",
-        table="{" + ", ".join(f"{n!r}: {n}" for n in makers.values()) + "}",
+        table="{" + ", ".join(f"{n!r}: {n}" for n in saver.makers.values()) + "}",
+        fill_table="{" + ", ".join(f"{f.name!r}: {f.name}" for f in fill_ins.values()) + "}",
     )
     (directory / "repro.py").write_text(text, encoding="utf-8")
-    return notes
+    notes = [
+        f"repro: {fill.reason}; repro.py saves the inputs: fill in its line `{fill.name} = ...` "
+        f"({fill.described})"
+        for fill in fill_ins.values()
+    ]
+    return notes + [f"repro: {note}" for note in saver.notes]
+
+
+@dataclass
+class _FillIn:
+    """A callable repro.py cannot rebuild: the line `name = ...` the user fills in."""
+
+    name: str
+    described: str  # what it is and where it is defined
+    reason: str
+    calls: list[int]  # the checker calls (1-based) that use it
 
 
 def _random_note(calls: list[Call]) -> str:
@@ -468,15 +482,15 @@ sys.path.insert(0, str(HERE / "source"))  # copies of the test's own modules, if
 SETTINGS = {settings}
 
 
-{makers}if __name__ == "__main__":
-    sys.exit(run_repro(HERE / "calls.pt", SETTINGS, {table}))
+{makers}{fill_ins}if __name__ == "__main__":
+    sys.exit(run_repro(HERE / "calls.pt", SETTINGS, {table}, {fill_table}))
 '''
 
 
 _LISTED = 20  # calls the repro's docstring lists
 
 
-def _listing(calls: list[Call], instances: Mapping[int, _FromSource]) -> str:
+def _listing(calls: list[Call]) -> str:
     """The calls, one line each, e.g. `2. rms_norm(float32[4, 4] ... contiguous, 1.5)`."""
     from pytest_torchcompile.strategies import describe
 
@@ -485,12 +499,7 @@ def _listing(calls: list[Call], instances: Mapping[int, _FromSource]) -> str:
 
     lines = []
     for number, call in enumerate(calls[:_LISTED], 1):
-        made = instances.get(id(call.fn))
-        name = (
-            made.maker
-            if made is not None and made.maker
-            else getattr(call.fn, "__qualname__", None) or type(call.fn).__qualname__
-        )
+        name = getattr(call.fn, "__qualname__", None) or type(call.fn).__qualname__
         inputs = [shown(a) for a in call.args] + [f"{k}={shown(v)}" for k, v in call.kwargs.items()]
         example = f"  (Hypothesis example {call.example})" if call.example else ""
         lines.append(f"  {number}. {name}({', '.join(inputs)}){example}")
@@ -499,16 +508,182 @@ def _listing(calls: list[Call], instances: Mapping[int, _FromSource]) -> str:
     return "Calls:\n" + "\n".join(lines)
 
 
-@dataclass(frozen=True)
-class _FromSource:
-    """Stands in calls.pt for a callable that repro.py rebuilds from its source."""
-
-    maker: str  # "" when the callable could not be rebuilt
-    instance: int  # which of the maker's function objects
-
-
 class _NotRebuildable(Exception):
     """A callable the repro cannot rebuild; the message says why and what to do."""
+
+
+_MAX_DEPTH = 8  # how deep the saver takes apart objects pickle refuses
+
+
+class _Saver:
+    """Turns each value a repro needs into something calls.pt can hold (see standins.py).
+
+    What pickle saves is kept as it is. Otherwise: a lambda or nested function is rebuilt from
+    its source (a maker function in repro.py, one per code object), a module is imported again,
+    an object found in a module (a global, or an entry of a global list or dict, as OpInfo's
+    op_db) by its import path, and any other object taken apart as pickle takes it apart
+    (`__reduce_ex__`), each part saved the same way. A part none of these can save becomes a
+    Placeholder, named in `notes`.
+    """
+
+    def __init__(self, homes: set[str]) -> None:
+        self.makers: dict[types.CodeType, str] = {}
+        self.code: list[str] = []  # the makers' source
+        self.imports: set[str] = set()
+        self.modules: set[str] = set()  # the project's modules the repro needs copies of
+        self.notes: list[str] = []
+        self._homes = sorted(homes - {"", "__main__"})  # where import paths are looked for
+        self._memo: dict[int, Any] = {}
+        self._kept: list[Any] = []  # keeps the memo's ids from being reused
+
+    def save(self, value: Any, what: str, depth: int = 0) -> Any:
+        if id(value) in self._memo:
+            return self._memo[id(value)]
+        if _picklable(value):
+            self.modules |= _defining_modules(value)
+            return value
+        self._kept.append(value)
+        if type(value) in (tuple, list, dict):
+            saved = self._container(value, what, depth)
+        elif isinstance(value, types.ModuleType):
+            saved = Reduced(importlib.import_module, (value.__name__,))
+        elif isinstance(value, types.FunctionType):
+            saved = self._function(value, what, depth)
+        else:
+            saved = self._by_import(value) or self._reduced(value, what, depth)
+        self._memo[id(value)] = saved
+        return saved
+
+    def _container(self, value: Any, what: str, depth: int) -> Any:
+        if isinstance(value, dict):
+            return {k: self.save(v, f"{what}[{k!r}]", depth + 1) for k, v in value.items()}
+        items = [self.save(v, f"{what}[{i}]", depth + 1) for i, v in enumerate(value)]
+        return type(value)(items)
+
+    def _function(self, fn: types.FunctionType, what: str, depth: int) -> Any:
+        name = self.makers.get(fn.__code__, f"make_fn_{len(self.makers)}")
+        try:
+            code, imports, captured = _rebuild_source(fn, name)
+        except _NotRebuildable as exc:
+            return self._placeholder(what, str(exc))
+        if fn.__code__ not in self.makers:
+            self.makers[fn.__code__] = name
+            self.code.append(code)
+            self.imports |= imports
+        made = FromSource(name, {})
+        self._memo[id(fn)] = made  # before its closure, which may hold the function again
+        self._homes = sorted({*self._homes, fn.__module__})
+        made.captured = {
+            key: self.save(value, f"{fn.__code__.co_qualname}: {key}", depth + 1)
+            for key, value in captured.items()
+        }
+        return made
+
+    def _by_import(self, value: Any) -> ByImport | None:
+        """`module.name` or `module.name[key]` holding `value` itself, in the modules the test's
+        callables and the value's class come from."""
+        for home in dict.fromkeys([*self._homes, type(value).__module__]):
+            module = sys.modules.get(home)
+            if module is None or home == "__main__":
+                continue
+            for name, item in list(vars(module).items()):
+                found: ByImport | None = None
+                if item is value:
+                    found = ByImport(home, name)
+                elif isinstance(item, (list, tuple)) and len(item) <= 100_000:
+                    index = next((i for i, x in enumerate(item) if x is value), None)
+                    found = ByImport(home, name, index, True) if index is not None else None
+                elif isinstance(item, dict) and len(item) <= 100_000:
+                    key = next((k for k, x in item.items() if x is value), None)
+                    found = ByImport(home, name, key, True) if key is not None else None
+                if found is not None:
+                    self.modules |= _defining_modules(module)
+                    return found
+        return None
+
+    def _reduced(self, value: Any, what: str, depth: int) -> Any:
+        kind = type(value).__qualname__
+        if isinstance(value, type):  # pickle saves classes by name only
+            return self._placeholder(what, f"the class {value.__qualname__} cannot be imported")
+        if depth >= _MAX_DEPTH:
+            return self._placeholder(what, f"a {kind} nested too deeply to take apart")
+        try:
+            reduced = value.__reduce_ex__(pickle.DEFAULT_PROTOCOL)
+        except Exception as exc:  # what pickle itself would have raised
+            return self._placeholder(what, f"a {kind}: {type(exc).__name__}: {exc}")
+        if not isinstance(reduced, tuple) or len(reduced) < 2:
+            return self._placeholder(what, f"a {kind} that pickle saves by a name it cannot find")
+        factory, args, state, items, entries = (*reduced, None, None, None)[:5]
+        method = inspect.ismethod(value)
+        mark = len(self.notes)
+        made = Reduced(
+            self.save(factory, f"{what} (its constructor)", depth + 1),
+            tuple(
+                self.save(
+                    arg, f"{what}.__self__" if method else f"{what} (argument {i})", depth + 1
+                )
+                for i, arg in enumerate(args)
+            ),
+        )
+        missing = [p for p in (made.factory, *made.args) if isinstance(p, Placeholder)]
+        if missing:  # one note for the object, not one for each part
+            del self.notes[mark:]
+            why = f"a {kind} that cannot be constructed again: {missing[0].reason}"
+            return self._placeholder(what, why)
+        self._memo[id(value)] = made  # before its state, which may hold the object again
+        made.state = (
+            {k: self.save(v, f"{what}.{k}", depth + 1) for k, v in state.items()}
+            if type(state) is dict
+            else self.save(state, f"{what} (its state)", depth + 1)
+        )
+        made.items = [self.save(v, f"an item of {what}", depth + 1) for v in items or ()]
+        made.entries = [(k, self.save(v, f"{what}[{k!r}]", depth + 1)) for k, v in entries or ()]
+        return made
+
+    def _placeholder(self, what: str, reason: str) -> Placeholder:
+        self.notes.append(
+            f"{what} could not be saved ({reason}); repro.py holds a placeholder for it that "
+            "raises if the replay uses it"
+        )
+        return Placeholder(what, reason)
+
+
+class _Sink:
+    def write(self, data: bytes) -> int:
+        return len(data)
+
+
+class _Probe(pickle.Pickler):
+    """A pickler that writes nothing and skips tensor data (torch.save saves tensors itself)."""
+
+    def persistent_id(self, obj: Any) -> str | None:
+        kinds = (torch.Tensor, torch.UntypedStorage, torch.TypedStorage)
+        return "tensor" if isinstance(obj, kinds) else None
+
+
+def _picklable(value: Any) -> bool:
+    """Whether calls.pt can hold `value` as it is (a lambda or nested function never can)."""
+    if isinstance(value, types.FunctionType) and "<" in value.__qualname__:
+        return False
+    try:
+        _Probe(_Sink(), protocol=pickle.DEFAULT_PROTOCOL).dump(value)
+    except Exception:  # pickle raises PicklingError, AttributeError or TypeError here
+        return False
+    return True
+
+
+def _described(fn: Any) -> str:
+    """`TestX.scaled, a bound method defined at tests/test_x.py:12`: what a FILL IN stands for."""
+    target = getattr(fn, "__func__", fn)
+    if isinstance(target, types.FunctionType):
+        kind = "a bound method" if inspect.ismethod(fn) else "a function"
+        where = f"{inspect.getsourcefile(target)}:{target.__code__.co_firstlineno}"
+        return f"{target.__qualname__}, {kind} defined at {where}"
+    try:
+        where = f"{inspect.getsourcefile(type(fn))}:{inspect.getsourcelines(type(fn))[1]}"
+    except (OSError, TypeError):
+        where = "an unknown place"
+    return f"an instance of {type(fn).__qualname__} defined at {where}"
 
 
 def _importable(fn: Any) -> bool:
@@ -603,12 +778,13 @@ def _rebuild_source(fn: types.FunctionType, maker: str) -> tuple[str, set[str], 
             )
         else:
             captured[name] = value
-    body = source if fn.__name__ == "<lambda>" else f"{source}\n{fn.__name__}"
+    defined = code.co_name  # not __name__, which functools.wraps rewrites
+    body = source if defined == "<lambda>" else f"{source}\n{defined}"
     lines = body.splitlines()
     lines[-1] = f"return {lines[-1]}"
     where = f"{inspect.getsourcefile(fn)}:{code.co_firstlineno}"
     text = f"def {maker}({', '.join(captured)}):\n"
-    text += f'    """Rebuilds {fn.__qualname__} ({where}) from its source."""\n'
+    text += f'    """Rebuilds {code.co_qualname} ({where}) from its source."""\n'
     text += "\n".join(f"    {line}" for line in lines)
     return text, imports, captured
 
@@ -630,7 +806,7 @@ def _function_source(fn: types.FunctionType) -> str:
         raise _NotRebuildable(f"the source of {fn.__qualname__} is not available: {exc}") from None
     tree = ast.parse("".join(lines))
     code = fn.__code__
-    if fn.__name__ == "<lambda>":
+    if code.co_name == "<lambda>":
         spots = {
             (line, col)
             for line, _, col, end in code.co_positions()
@@ -650,7 +826,7 @@ def _function_source(fn: types.FunctionType) -> str:
         for node in ast.walk(tree):
             if (
                 isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-                and node.name == fn.__name__
+                and node.name == code.co_name
             ):
                 first = min([node.lineno] + [d.lineno for d in node.decorator_list])
                 if first == code.co_firstlineno:
@@ -660,29 +836,33 @@ def _function_source(fn: types.FunctionType) -> str:
 
 
 def run_repro(
-    path: Path, settings: Mapping[str, Any], makers: Mapping[str, Callable[..., Any]]
+    path: Path,
+    settings: Mapping[str, Any],
+    makers: Mapping[str, Callable[..., Any]],
+    fill_ins: Mapping[str, Any] | None = None,
 ) -> int:
-    """What repro.py runs: replay the saved calls, print the verdict; 1 while they disagree."""
-    saved = torch.load(path, weights_only=False)
-    if any(
-        isinstance(entry["fn"], _FromSource) and not entry["fn"].maker for entry in saved["calls"]
-    ):
-        print("the test's callable could not be rebuilt outside the test (see the failure message)")
+    """What repro.py runs: replay the saved calls, print the verdict; 1 while they disagree,
+    2 while a FILL IN line of repro.py is not filled in."""
+    fill_ins = dict(fill_ins or {})
+    unfilled = [name for name, value in fill_ins.items() if value is Ellipsis]
+    if unfilled:
+        print(
+            f"the test's callable could not be rebuilt outside the test: fill in the line(s) "
+            f"{', '.join(f'`{name} = ...`' for name in unfilled)} of {path.parent / 'repro.py'} "
+            "(each says what it needs), then run it again"
+        )
         return 2
-    rebuilt = {
-        (name, index): maker(**captured)
-        for name, maker in makers.items()
-        for index, captured in enumerate(saved["values"].get(name, []))
-    }
+    saved = torch.load(path, weights_only=False)
+    resolved_calls = resolve(saved["calls"], makers, fill_ins)
     calls = [
         Call(
-            fn=_rebuilt(entry["fn"], rebuilt),
+            fn=entry["fn"],
             args=entry["args"],
             kwargs=entry["kwargs"],
             rng=entry["rng"],
             example=entry["example"],
         )
-        for entry in saved["calls"]
+        for entry in resolved_calls
     ]
     resolved = apply(
         Settings(), {k: v for k, v in settings.items() if k in MARKER_KEYS}, "repro.py"
@@ -695,12 +875,6 @@ def run_repro(
     print(f"call {divergence.call} of {len(calls)}: {divergence.message}")
     print("eager and compiled disagree: the bug is present")
     return 1
-
-
-def _rebuilt(saved: Any, rebuilt: Mapping[tuple[str, int], Any]) -> Any:
-    if isinstance(saved, _FromSource):
-        return rebuilt[saved.maker, saved.instance]
-    return saved
 
 
 def directory_name(nodeid: str) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from pytest_torchcompile import triage
@@ -80,3 +81,41 @@ def test_directory_names_are_safe_and_distinct():
     assert triage.directory_name("tests/test_x.py::test_y[cpu-float32]") == (
         "tests_test_x.py__test_y_cpu-float32"
     )
+
+
+class _Holder:
+    """An object pickle refuses: it holds an open generator and refers back to itself."""
+
+    def __init__(self) -> None:
+        self.weight = torch.arange(3.0)
+        self.gen = (i for i in range(3))
+        self.me = self
+        self.scale = lambda t: t * 2
+
+
+def test_what_pickle_refuses_is_saved_as_stand_ins_and_resolved_back(tmp_path):
+    import io
+
+    from pytest_torchcompile.standins import Placeholder, resolve
+
+    holder = _Holder()
+    saver = triage._Saver({__name__})
+    saved = saver.save(lambda t: holder.scale(t) + holder.weight, "fn")
+    buffer = io.BytesIO()
+    torch.save(saved, buffer)  # what calls.pt holds
+    buffer.seek(0)
+    namespace: dict[str, object] = {"torch": torch}
+    exec("\n\n".join(saver.code), namespace)
+    makers = {name: namespace[name] for name in saver.makers.values()}
+    fn = resolve(torch.load(buffer, weights_only=False), makers, {})
+    assert torch.equal(fn(torch.ones(3)), torch.tensor([2.0, 3.0, 4.0]))
+    rebuilt = fn.__closure__[0].cell_contents
+    assert type(rebuilt) is _Holder and rebuilt.me is rebuilt
+    assert isinstance(rebuilt.gen, Placeholder)
+    assert saver.notes == [
+        "test_what_pickle_refuses_is_saved_as_stand_ins_and_resolved_back.<locals>.<lambda>: "
+        "holder.gen could not be saved (a generator: TypeError: cannot pickle 'generator' object);"
+        " repro.py holds a placeholder for it that raises if the replay uses it"
+    ]
+    with pytest.raises(RuntimeError, match=r"holder\.gen could not be saved"):
+        rebuilt.gen.send(None)
