@@ -41,8 +41,13 @@ from pytest_torchcompile.errors import (
     GraphBreakBudgetExceeded,
     RecompileLimitExceeded,
 )
-from pytest_torchcompile.records import CompileCounts, ParityRecord
-from pytest_torchcompile.report import break_line, fallback_line, recompile_line
+from pytest_torchcompile.records import (
+    CompileCounts,
+    ParityRecord,
+    break_line,
+    fallback_line,
+    recompile_line,
+)
 
 FORMAT = 1
 COUNT_NAMES = ("graph_breaks", "recompiles", "fallbacks")

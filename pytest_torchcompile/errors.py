@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+# Every note or warning the plugin adds to an error it did not raise starts with this.
+NOTE_PREFIX = "pytest-torchcompile: "
+
 
 class CompileParityFailure(AssertionError):
     """Base of every verdict the plugin reaches against a compiled program."""

@@ -25,11 +25,32 @@ TMP_PATHS_KEY = pytest.StashKey[pytest.TempPathFactory]()  # for the default --c
 def compile_parity(request: pytest.FixtureRequest) -> Iterator[Checker | EagerOnly]:
     """Call it as `compile_parity(model_or_fn, *args, **kwargs)`: eager vs compiled, or fail.
 
+    Each call runs the callable eagerly and compiled, compares them and raises ``ParityError``
+    where they differ (see :meth:`pytest_torchcompile.runner.Checker.__call__` for its arguments,
+    the :class:`~pytest_torchcompile.runner.ParityResult` it returns and what else it raises).
+    The settings are the test's ``compile_parity`` marker keys over the ``--compile-*`` options
+    over the ini keys over the defaults; ``compile_parity.settings`` shows them, with where each
+    came from.
+
     One checker per test: every call (and every Hypothesis example) shares its compile cache,
     so guards and recompiles behave as in a real program; in a Hypothesis test, hitting the
     recompile limit starts a fresh cache instead of running an example eagerly. The test runs
     in a clean compile world: Dynamo reset, configs, grad mode and default dtype restored.
     Under --compile-parity=off it only runs the callable eagerly (see EagerOnly).
+
+    When the test ends, its budgets are judged over all its calls: it fails with
+    ``GraphBreakBudgetExceeded``, ``RecompileLimitExceeded`` or ``EagerFallbackError`` (a frame
+    ran eagerly), and a test marked ``compile_parity`` that never calls the fixture fails with
+    ``UnusedCheckerError``. After a parity failure the failure message names the compiler stage
+    that diverged and a standalone repro.
+
+    Example::
+
+        @pytest.mark.compile_parity(max_recompiles=1)
+        def test_mlp(compile_parity, device):
+            model = MLP().to(device)
+            compile_parity(model, torch.randn(8, 16, device=device))
+            compile_parity(model, torch.randn(4, 16, device=device))  # a second shape
     """
     from pytest_torchcompile.runner import Checker, isolated
     from pytest_torchcompile.triage import Recorder

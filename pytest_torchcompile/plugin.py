@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from pytest_torchcompile import budgets
+from pytest_torchcompile.errors import NOTE_PREFIX
 from pytest_torchcompile.fixtures import (
     CHECKER_KEY,
     SESSION_KEY,
@@ -265,7 +266,7 @@ def _triage(item: pytest.Item, exc: BaseException) -> None:
             title=item.nodeid,
         )
     except Exception as error:  # triage must never hide the test's own failure
-        exc.add_note(f"pytest-torchcompile: triage failed: {type(error).__name__}: {error}")
+        exc.add_note(f"{NOTE_PREFIX}triage failed: {type(error).__name__}: {error}")
         return
     exc.add_note(found.message())
     record = item.stash.get(RECORD_KEY, None)

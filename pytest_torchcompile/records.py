@@ -1,7 +1,9 @@
 """Plain, JSON-able records that travel from a test to its report, the summary and the budget file.
 
 They are TypedDicts (not classes) so pytest-xdist can ship them from workers to the controller
-as ordinary report attributes, and `report.py` and `budgets.py` can stay free of torch.
+as ordinary report attributes, and `report.py` and `budgets.py` can stay free of torch. Each event
+record's one-line text lives here too, so that both of them read it from one place and the
+imports run one way: records <- budgets <- report.
 """
 
 from __future__ import annotations
@@ -92,3 +94,22 @@ class ParityRecord(TypedDict):
     artifacts: NotRequired[str]
     triage_time_s: NotRequired[float]
     module_calls: NotRequired[list[ModuleCallRecord]]  # intercepted tests only
+
+
+# --- one line per event, shared by the report section and the budget failure text ---
+
+
+def graph_line(item: GraphRecord) -> str:
+    return f"{item['frame']}, {item['ops']} ops, ended by: {item['reason']}"
+
+
+def break_line(item: BreakRecord) -> str:
+    return f"{item['location'] or '<unknown location>'}: {item['reason']}"
+
+
+def recompile_line(item: RecompileRecord) -> str:
+    return f"[{item['category']}] {item['frame']}: {item['reason']}"
+
+
+def fallback_line(item: FallbackRecord) -> str:
+    return f"[{item['kind']}] {item['frame']}: {item['reason']}"

@@ -14,22 +14,20 @@ import platform
 from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pytest_torchcompile import __version__
+from pytest_torchcompile.budgets import BudgetVerdict
 from pytest_torchcompile.records import (
-    BreakRecord,
     CompileCounts,
-    FallbackRecord,
-    GraphRecord,
     LeafError,
     ModuleCallRecord,
     ParityRecord,
-    RecompileRecord,
+    break_line,
+    fallback_line,
+    graph_line,
+    recompile_line,
 )
-
-if TYPE_CHECKING:
-    from pytest_torchcompile.budgets import BudgetVerdict
 
 REPORT_FORMAT = 1
 SCHEMA_FILE = "report.schema.json"  # next to this module; the JSON report validates against it
@@ -37,25 +35,6 @@ SCHEMA_FILE = "report.schema.json"  # next to this module; the JSON report valid
 _TRIAGE_KEYS = ("stage", "repro", "artifacts", "triage_time_s")  # set after a parity failure
 _MAX_LISTED = 20  # rows of one summary list before "... and N more"
 _TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
-
-
-# --- one line per event, shared by the report section and the budget failure text ---
-
-
-def break_line(item: BreakRecord) -> str:
-    return f"{item['location'] or '<unknown location>'}: {item['reason']}"
-
-
-def recompile_line(item: RecompileRecord) -> str:
-    return f"[{item['category']}] {item['frame']}: {item['reason']}"
-
-
-def fallback_line(item: FallbackRecord) -> str:
-    return f"[{item['kind']}] {item['frame']}: {item['reason']}"
-
-
-def _graph_line(item: GraphRecord) -> str:
-    return f"{item['frame']}, {item['ops']} ops, ended by: {item['reason']}"
 
 
 def _numbered(title: str, lines: list[str]) -> list[str]:
@@ -75,7 +54,7 @@ def section_text(record: ParityRecord) -> str:
         f" backend {record['backend']}, mode {record['mode'] or 'default'},"
         f" dynamic {record['dynamic']}",
         f"compile time {counts['compile_time_s']:.2f}s, wall time {record['wall_time_s']:.2f}s",
-        *_numbered("graphs", [_graph_line(g) for g in counts["graphs"]]),
+        *_numbered("graphs", [graph_line(g) for g in counts["graphs"]]),
         *_numbered("graph breaks", [break_line(b) for b in counts["graph_breaks"]]),
         *_numbered("recompiles", [recompile_line(r) for r in counts["recompiles"]]),
         *_numbered("fallbacks", [fallback_line(f) for f in counts["fallbacks"]]),

@@ -21,6 +21,7 @@ import torch
 from pytest_torchcompile import _compat, faults, parity, pystate, randomness
 from pytest_torchcompile.accounting import Accountant
 from pytest_torchcompile.errors import (
+    NOTE_PREFIX,
     CompileParityFailure,
     GraphBreakBudgetExceeded,
     ParityError,
@@ -144,7 +145,39 @@ class Checker:
         self.recorder: CallRecorder | None = None  # set by the fixture, for triage after a failure
 
     def __call__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> ParityResult:
-        """Run `fn(*args, **kwargs)` eagerly and compiled and fail unless they agree."""
+        """Run ``fn(*args, **kwargs)`` eagerly and compiled and fail unless they agree.
+
+        The eager side acts on the caller's own module and inputs (so afterwards they are what
+        ``fn(*args, **kwargs)`` leaves, minus gradients); the compiled side runs on copies that
+        start from identical state and RNG. Outputs, output metadata, input mutations, module
+        state, gradients and exceptions are compared. Budgets (``max_graph_breaks``,
+        ``max_recompiles``, ``fullgraph``) are judged once the test ends, over every call.
+
+        :param fn: a function or an ``nn.Module``.
+        :param args: positional arguments for `fn`; tensors keep their strides and offsets.
+        :param kwargs: keyword arguments for `fn`.
+        :returns: a :class:`ParityResult` with both sides' outputs, the largest error per leaf
+            and the test's counts so far.
+        :raises ParityError: the two sides disagree; the message says what, where, by how much
+            and what was allowed.
+        :raises RecompileLimitExceeded: Dynamo hit its recompile limit, so the call would have
+            run eagerly (under ``@given`` a fresh cache is tried first).
+        :raises GraphBreakBudgetExceeded: under ``fullgraph=True`` the program has a graph break.
+        :raises UncopyableInputError: the module or an input cannot be copied for the compiled
+            side.
+        :raises TypeError: `fn` is not callable.
+        :raises Exception: eager's own exception, with a note, when both sides raise alike;
+            under ``@given`` (and ``reject_eager_errors``, the default) the example is
+            ``hypothesis.reject()``-ed instead.
+
+        Example::
+
+            @pytest.mark.compile_parity(max_graph_breaks=0)
+            def test_linear(compile_parity, device):
+                model = torch.nn.Linear(4, 2).to(device)
+                result = compile_parity(model, torch.randn(3, 4, device=device))
+                assert result.graph_breaks == 0
+        """
         __tracebackhide__ = True
         return self.check(fn, args, kwargs)
 
@@ -526,7 +559,7 @@ class Checker:
             reject()
         source = self.settings.source("reject_eager_errors")
         lines = [
-            "pytest-torchcompile: eager itself raised this on the call's inputs, and the compiled "
+            f"{NOTE_PREFIX}eager itself raised this on the call's inputs, and the compiled "
             "run raised alike, so this is the program rejecting its input, not a miscompile.",
             *self._inputs_note(args, kwargs).splitlines()[1:],
             *(f"  {hint}" for hint in _exclusion_hints(args, kwargs)),
@@ -662,8 +695,42 @@ def assert_compile_parity(
 ) -> ParityResult:
     """The compile_parity check outside pytest: one call, its own compile cache and budgets.
 
-    `options` are the marker's keys (backend, mode, dynamic, fullgraph, max_graph_breaks,
-    max_recompiles, rtol, atol, backward, check_strides); `kwargs` go to `fn`.
+    Runs ``fn(*args, **kwargs)`` eagerly and compiled from identical state and compares them as
+    the ``compile_parity`` fixture does, then judges the graph-break and recompile budgets.
+
+    :param fn: a function or an ``nn.Module`` (its parameters, buffers and gradients are
+        compared too).
+    :param args: positional arguments for `fn`.
+    :param kwargs: keyword arguments for `fn`, as a mapping so they never clash with `options`.
+    :param options: the ``compile_parity`` marker's keys, each optional
+        (:data:`pytest_torchcompile.settings.MARKER_KEYS` is the list): ``backend``, ``mode``,
+        ``dynamic``, ``fullgraph``, ``devices`` (accepted; only the ``device`` fixture reads
+        it), ``max_graph_breaks``, ``max_recompiles``, ``rtol`` and ``atol`` (both or neither),
+        ``backward``, ``check_strides``, ``reject_eager_errors`` (no effect here: there is no
+        Hypothesis example to reject). A key left out takes its default; there is no command
+        line or ini file here.
+    :returns: a :class:`ParityResult`: both sides' outputs, the largest error per leaf, and the
+        graph, graph-break, recompile and fallback counts.
+    :raises ParityError: eager and compiled disagree; the message says what, where and by how
+        much.
+    :raises GraphBreakBudgetExceeded: more graph breaks than ``max_graph_breaks`` (any, under
+        ``fullgraph``).
+    :raises RecompileLimitExceeded: more recompiles than ``max_recompiles``, or Dynamo's
+        recompile limit made the call run eagerly.
+    :raises EagerFallbackError: a frame meant to be compiled ran eagerly: no parity was shown.
+    :raises pytest_torchcompile.settings.SettingError: an unknown key or a bad value in
+        `options`, e.g. ``Invalid rtol='x' from assert_compile_parity(...)``.
+    :raises UncopyableInputError: the module or an input cannot be copied for the compiled side.
+    :raises TypeError: `fn` is not callable.
+    :raises Exception: eager's own exception, with a note, when both sides raise alike.
+
+    Example::
+
+        import torch
+        from pytest_torchcompile import assert_compile_parity
+
+        result = assert_compile_parity(torch.nn.Linear(4, 2), torch.randn(3, 4), max_graph_breaks=0)
+        assert result.graph_breaks == 0
     """
     __tracebackhide__ = True
     settings = apply(Settings(), options, "assert_compile_parity(...)")

@@ -161,18 +161,42 @@ def load_backend_callable(spec: str) -> Callable[..., Any]:
 
 @dataclass(frozen=True)
 class Option:
-    """One setting at every level it can be given."""
+    """One setting at every level it can be given: the one source of its names and default.
+
+    The `Settings`/`SessionSettings` field defaults, the help text's "(default: ...)" and the
+    README's settings tables (checked by tests/unit/test_settings_table.py) all read from here.
+    """
 
     name: str  # Settings field and marker keyword
     parse: Callable[[Any], Any]
     default: Any
-    help: str
+    about: str  # the help text, without its "(default: ...)"
     flag: str | None = None  # command-line flag; the ini key is the flag's name with underscores
     is_switch: bool = False  # a flag that takes no value
+    default_text: str | None = None  # what the default means, where its value alone does not say
 
     @property
     def ini(self) -> str | None:
         return self.flag[2:].replace("-", "_") if self.flag else None
+
+    @property
+    def shown_default(self) -> str:
+        """The default as help and the README show it: ``inductor``, ``off``, ``none``, ``*``."""
+        if self.default_text is not None:
+            return self.default_text
+        if isinstance(self.default, bool):
+            return (
+                ("on" if self.default else "off") if self.is_switch else str(self.default).lower()
+            )
+        if self.default is None or self.default == ():
+            return "none"
+        if isinstance(self.default, tuple):
+            return ",".join(self.default)
+        return str(self.default)
+
+    @property
+    def help(self) -> str:
+        return f"{self.about} (default: {self.shown_default})"
 
     @property
     def dest(self) -> str:
@@ -180,34 +204,36 @@ class Option:
         return f"torchcompile_{self.name}"
 
 
+_PER_DTYPE = "per dtype, as assert_close"
+
 TEST_OPTIONS: tuple[Option, ...] = (
     Option(
         "backend",
         _parse_backend,
         "inductor",
         "torch.compile backend: inductor, eager, aot_eager, aot_eager_decomp_partition, "
-        "cudagraphs, any registered name, or package.module:attr (default: inductor)",
+        "cudagraphs, any registered name, or package.module:attr",
         "--compile-backend",
     ),
     Option(
         "mode",
         _parse_mode,
         "default",
-        f"torch.compile mode: {', '.join(MODES)} (default: default)",
+        f"torch.compile mode: {', '.join(MODES)}",
         "--compile-mode",
     ),
     Option(
         "dynamic",
         _parse_choice(DYNAMIC_CHOICES),
         "auto",
-        "torch.compile dynamic: auto (None: automatic dynamic shapes), true, false (default: auto)",
+        "torch.compile dynamic: auto (None: automatic dynamic shapes), true, false",
         "--compile-dynamic",
     ),
     Option(
         "fullgraph",
         _parse_bool,
         False,
-        "compile with fullgraph=True: any graph break fails the test (default: off)",
+        "compile with fullgraph=True: any graph break fails the test",
         "--compile-fullgraph",
         is_switch=True,
     ),
@@ -215,36 +241,34 @@ TEST_OPTIONS: tuple[Option, ...] = (
         "devices",
         _parse_devices,
         None,
-        "devices the `device` fixture runs on, e.g. cpu,cuda or cuda:1 "
-        "(default: cpu and every visible CUDA device)",
+        "devices the `device` fixture runs on, e.g. cpu,cuda or cuda:1",
         "--compile-devices",
+        default_text="cpu and every visible CUDA device",
     ),
     Option(
         "max_graph_breaks",
         _parse_count,
         None,
-        "fail a parity test with more graph breaks than this (default: none, no limit)",
+        "fail a parity test with more graph breaks than this",
         "--compile-max-graph-breaks",
+        default_text="none, no limit",
     ),
     Option(
         "max_recompiles",
         _parse_count,
         None,
-        "fail a parity test with more recompiles than this (default: none, no limit)",
+        "fail a parity test with more recompiles than this",
         "--compile-max-recompiles",
+        default_text="none, no limit",
     ),
-    Option(
-        "rtol", _parse_tolerance, None, "relative tolerance (default: per dtype, as assert_close)"
-    ),
-    Option(
-        "atol", _parse_tolerance, None, "absolute tolerance (default: per dtype, as assert_close)"
-    ),
-    Option("backward", _parse_bool, True, "also compare gradients (default: true)"),
+    Option("rtol", _parse_tolerance, None, "relative tolerance", default_text=_PER_DTYPE),
+    Option("atol", _parse_tolerance, None, "absolute tolerance", default_text=_PER_DTYPE),
+    Option("backward", _parse_bool, True, "also compare gradients"),
     Option(
         "check_strides",
         _parse_bool,
         True,
-        "compare output strides where significant (default: true)",
+        "compare output strides where significant",
     ),
     Option(
         "reject_eager_errors",
@@ -252,29 +276,39 @@ TEST_OPTIONS: tuple[Option, ...] = (
         True,
         "under @given, an example on which eager raises (and compiled raises alike) is "
         "rejected with hypothesis.reject() instead of failing the test; false re-raises "
-        "eager's error (default: true)",
+        "eager's error",
     ),
 )
 MARKER_KEYS: tuple[str, ...] = tuple(option.name for option in TEST_OPTIONS)
+
+
 _BY_NAME = {option.name: option for option in TEST_OPTIONS}
+
+
+def _default(options: Mapping[str, Option], name: str) -> Any:
+    """A settings field's default, read from its option: the defaults are written once."""
+    return options[name].default
 
 
 @dataclass(frozen=True)
 class Settings:
-    """The resolved settings of one parity test (or one assert_compile_parity call)."""
+    """The resolved settings of one parity test (or one assert_compile_parity call).
 
-    backend: str = "inductor"
-    mode: str = "default"
-    dynamic: str = "auto"
-    fullgraph: bool = False
-    devices: tuple[str, ...] | None = None
-    max_graph_breaks: int | None = None
-    max_recompiles: int | None = None
-    rtol: float | None = None
-    atol: float | None = None
-    backward: bool = True
-    check_strides: bool = True
-    reject_eager_errors: bool = True
+    One field per entry of `TEST_OPTIONS`, whose default it takes.
+    """
+
+    backend: str = _default(_BY_NAME, "backend")
+    mode: str = _default(_BY_NAME, "mode")
+    dynamic: str = _default(_BY_NAME, "dynamic")
+    fullgraph: bool = _default(_BY_NAME, "fullgraph")
+    devices: tuple[str, ...] | None = _default(_BY_NAME, "devices")
+    max_graph_breaks: int | None = _default(_BY_NAME, "max_graph_breaks")
+    max_recompiles: int | None = _default(_BY_NAME, "max_recompiles")
+    rtol: float | None = _default(_BY_NAME, "rtol")
+    atol: float | None = _default(_BY_NAME, "atol")
+    backward: bool = _default(_BY_NAME, "backward")
+    check_strides: bool = _default(_BY_NAME, "check_strides")
+    reject_eager_errors: bool = _default(_BY_NAME, "reject_eager_errors")
     # Where each value came from, for messages: "default", "ini compile_backend",
     # "--compile-backend", "marker on test_x", "assert_compile_parity(...)".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -352,37 +386,19 @@ def marker_settings(
     return apply(base, kwargs, f"marker on {test}")
 
 
-@dataclass(frozen=True)
-class SessionSettings:
-    """Settings that belong to the whole run rather than to one test."""
-
-    budgets: str | None = None
-    budgets_update: bool = False
-    report: str | None = None
-    worker_gpus: str = "round-robin"
-    bisect: str = "on"  # after a parity failure, replay the test stage by stage (triage.py)
-    artifacts: str | None = None  # where failing tests' repro and compiler artifacts go
-    # --compile-parity and the module-call interception it turns on (see intercept.py)
-    parity: str = "marked"
-    parity_include: tuple[str, ...] = ("*",)
-    parity_exclude: tuple[str, ...] = ()
-    parity_every_call: bool = False
-
-
 SESSION_OPTIONS: tuple[Option, ...] = (
     Option(
         "budgets",
         str,
         None,
-        "budget file of graph breaks and recompiles per test; a test over its budget fails "
-        "(default: none)",
+        "budget file of graph breaks and recompiles per test; a test over its budget fails",
         "--compile-budgets",
     ),
     Option(
         "budgets_update",
         _parse_bool,
         False,
-        "write the current counts into the --compile-budgets file (default: off)",
+        "write the current counts into the --compile-budgets file",
         "--compile-budgets-update",
         is_switch=True,
     ),
@@ -390,8 +406,7 @@ SESSION_OPTIONS: tuple[Option, ...] = (
         "report",
         str,
         None,
-        "write a JSON report of every parity test to this path; also prints a summary table "
-        "(default: none)",
+        "write a JSON report of every parity test to this path; also prints a summary table",
         "--compile-report",
     ),
     Option(
@@ -400,7 +415,7 @@ SESSION_OPTIONS: tuple[Option, ...] = (
         "round-robin",
         "under pytest-xdist, the GPU each worker runs its CUDA tests on: round-robin (worker i "
         "uses GPU i mod count), off (the device fixture lists every GPU), or indices such as "
-        "0,0,1,1 (worker i uses entry i mod length) (default: round-robin)",
+        "0,0,1,1 (worker i uses entry i mod length)",
         "--compile-worker-gpus",
     ),
     Option(
@@ -410,16 +425,16 @@ SESSION_OPTIONS: tuple[Option, ...] = (
         "after a parity failure, replay the test's calls with backends eager, aot_eager, "
         "aot_eager_decomp_partition and its own, and name the first compiler stage that "
         "diverges: on, off, or deep (also run Inductor's compiler_bisector to name the pass; "
-        "slow); failing tests only (default: on)",
+        "slow); failing tests only",
         "--compile-bisect",
     ),
     Option(
         "artifacts",
         str,
         None,
-        "directory for each failing parity test's repro.py, saved inputs and compiler artifacts "
-        "(default: a torchcompile folder in pytest's temporary directory)",
+        "directory for each failing parity test's repro.py, saved inputs and compiler artifacts",
         "--compile-artifacts",
+        default_text="a torchcompile folder in pytest's temporary directory",
     ),
     *(
         # --compile-parity: which tests the plugin checks, and the module-call interception.
@@ -430,7 +445,7 @@ SESSION_OPTIONS: tuple[Option, ...] = (
             "which tests are checked: marked (tests that use the compile_parity fixture, and "
             "marked tests that do not, whose module calls are intercepted), all (also every "
             "other test: each outermost nn.Module call is cross-checked), off (nothing is "
-            "checked; the fixture only runs its callable eagerly) (default: marked)",
+            "checked; the fixture only runs its callable eagerly)",
             "--compile-parity",
         ),
         Option(
@@ -438,7 +453,7 @@ SESSION_OPTIONS: tuple[Option, ...] = (
             _parse_patterns,
             ("*",),
             "intercept only module classes whose qualified name (pkg.mod.Class) or class name "
-            "matches one of these comma-separated fnmatch patterns (default: *)",
+            "matches one of these comma-separated fnmatch patterns",
             "--compile-parity-include",
         ),
         Option(
@@ -446,7 +461,7 @@ SESSION_OPTIONS: tuple[Option, ...] = (
             _parse_patterns,
             (),
             "never intercept module classes whose qualified name or class name matches one of "
-            "these comma-separated fnmatch patterns (default: none)",
+            "these comma-separated fnmatch patterns",
             "--compile-parity-exclude",
         ),
         Option(
@@ -454,12 +469,37 @@ SESSION_OPTIONS: tuple[Option, ...] = (
             _parse_bool,
             False,
             "intercepted calls: check every call, not only the first of each module class, "
-            "structure and input signature in the session (default: off)",
+            "structure and input signature in the session",
             "--compile-parity-every-call",
             is_switch=True,
         ),
     ),
 )
+
+
+_SESSION_BY_NAME = {option.name: option for option in SESSION_OPTIONS}
+
+
+@dataclass(frozen=True)
+class SessionSettings:
+    """Settings that belong to the whole run rather than to one test.
+
+    One field per entry of `SESSION_OPTIONS`, whose default it takes.
+    """
+
+    budgets: str | None = _default(_SESSION_BY_NAME, "budgets")
+    budgets_update: bool = _default(_SESSION_BY_NAME, "budgets_update")
+    report: str | None = _default(_SESSION_BY_NAME, "report")
+    worker_gpus: str = _default(_SESSION_BY_NAME, "worker_gpus")
+    # after a parity failure, replay the test stage by stage (triage.py)
+    bisect: str = _default(_SESSION_BY_NAME, "bisect")
+    # where failing tests' repro and compiler artifacts go
+    artifacts: str | None = _default(_SESSION_BY_NAME, "artifacts")
+    # --compile-parity and the module-call interception it turns on (see intercept.py)
+    parity: str = _default(_SESSION_BY_NAME, "parity")
+    parity_include: tuple[str, ...] = _default(_SESSION_BY_NAME, "parity_include")
+    parity_exclude: tuple[str, ...] = _default(_SESSION_BY_NAME, "parity_exclude")
+    parity_every_call: bool = _default(_SESSION_BY_NAME, "parity_every_call")
 
 
 def session_from_config(

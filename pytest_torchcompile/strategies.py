@@ -158,7 +158,13 @@ def supported_dtypes(device: DeviceLike | None = None) -> tuple[torch.dtype, ...
     """Every dtype these strategies draw that `device`'s type supports, in shrink order.
 
     CPU and CUDA support them all (float16, bfloat16 and complex included); MPS lacks float64 and
-    complex. ``device=None`` means no restriction.
+    complex. ``device=None`` means no restriction. A plain function, not a strategy.
+
+    :raises InvalidArgument: `device` is not a str or ``torch.device`` that names a device.
+
+    Example::
+
+        assert torch.float64 not in tcst.supported_dtypes("mps")
     """
     if device is None:
         return _ALL_DTYPES
@@ -194,6 +200,15 @@ def float_dtypes(
     """Floating dtypes of the given bit `sizes` (16 means float16 and bfloat16) that `device` supports.
 
     Shrinks to float32, then float64, float16, bfloat16.
+
+    :raises InvalidArgument: a size other than 16, 32 or 64, or no dtype of these sizes on
+        `device`.
+
+    Example::
+
+        @given(x=tcst.tensors(dtypes=tcst.float_dtypes(sizes=(16, 32))))
+        def test_gelu(compile_parity, x):
+            compile_parity(torch.nn.functional.gelu, x)
     """
     valid = _sizes(sizes, (16, 32, 64))
     return _pick([d for d in FLOAT_DTYPES if _bits(d) in valid], device, "float")
@@ -209,6 +224,14 @@ def integer_dtypes(
 
     uint8 is the only unsigned dtype with full operator support in torch. Shrinks to int64 (torch's
     default integer), then int32, int16, int8, uint8.
+
+    :raises InvalidArgument: a size other than 8, 16, 32 or 64, or no dtype left on `device`.
+
+    Example::
+
+        @given(x=tcst.tensors(dtypes=tcst.integer_dtypes(unsigned=False)))
+        def test_floor_divide(compile_parity, x):
+            compile_parity(lambda t: t // 3, x)
     """
     valid = _sizes(sizes, (8, 16, 32, 64))
     chosen = [d for d in INTEGER_DTYPES if _bits(d) in valid and (unsigned or d.is_signed)]
@@ -218,13 +241,29 @@ def integer_dtypes(
 def complex_dtypes(
     *, sizes: int | Sequence[int] = (64, 128), device: DeviceLike | None = None
 ) -> st.SearchStrategy[torch.dtype]:
-    """Complex dtypes of the given total bit `sizes` that `device` supports. Shrinks to complex64."""
+    """Complex dtypes of the given total bit `sizes` that `device` supports. Shrinks to complex64.
+
+    :raises InvalidArgument: a size other than 64 or 128, or no complex dtype on `device`.
+
+    Example::
+
+        @given(x=tcst.tensors(dtypes=tcst.complex_dtypes()))
+        def test_abs(compile_parity, x):
+            compile_parity(torch.abs, x)
+    """
     valid = _sizes(sizes, (64, 128))
     return _pick([d for d in COMPLEX_DTYPES if _bits(d) in valid], device, "complex")
 
 
 def boolean_dtypes() -> st.SearchStrategy[torch.dtype]:
-    """torch.bool, for symmetry with the other families."""
+    """torch.bool, for symmetry with the other families. Takes no arguments and raises nothing.
+
+    Example::
+
+        @given(mask=tcst.tensors(dtypes=tcst.boolean_dtypes()))
+        def test_logical_not(compile_parity, mask):
+            compile_parity(torch.logical_not, mask)
+    """
     return st.just(torch.bool)
 
 
@@ -238,7 +277,17 @@ def dtypes(
 ) -> st.SearchStrategy[torch.dtype]:
     """Dtypes of the chosen families that `device` supports.
 
-    Shrinks to float32, then the other floats, integers, bool and complex, in that order.
+    `floats`, `integers`, `bools` and `complex` switch each family (as :func:`float_dtypes`,
+    :func:`integer_dtypes`, :func:`boolean_dtypes` and :func:`complex_dtypes` draw them) on or
+    off. Shrinks to float32, then the other floats, integers, bool and complex, in that order.
+
+    :raises InvalidArgument: every family is off, or `device` supports none of those chosen.
+
+    Example::
+
+        @given(x=tcst.tensors(dtypes=tcst.dtypes(complex=False)))
+        def test_sum(compile_parity, x):
+            compile_parity(torch.sum, x)
     """
     families = {"floats": floats, "integers": integers, "bools": bools, "complex": complex}
     groups = (FLOAT_DTYPES, INTEGER_DTYPES, BOOL_DTYPES, COMPLEX_DTYPES)
@@ -320,9 +369,21 @@ def shapes(
     eight is empty (a side of 0) when `min_side` is 0. The product of the non-zero sides is at
     most `max_numel`, so tests stay fast.
 
+    A shape has `min_dims` to `max_dims` dimensions, each of `min_side` to `max_side`.
+
     Shrinks to `min_dims` sides of ``max(min_side, 1)``: ``()`` by default, ``(1, 1)`` for two
     dimensions. An empty shape is one step further, so an input that fails only when empty
     shrinks to ``(0,)``.
+
+    :raises InvalidArgument: a bound that is not a non-negative integer (`max_numel` at least
+        1), a minimum above its maximum, or a `max_numel` too small for `max_dims` sides of
+        `min_side`.
+
+    Example::
+
+        @given(x=tcst.tensors(shapes=tcst.shapes(min_dims=2, max_dims=3, min_side=1)))
+        def test_matmul_t(compile_parity, x):
+            compile_parity(lambda t: t @ t.mT, x)
     """
     _check_shape_args(min_dims, max_dims, min_side, max_side, max_numel)
     return _shapes(min_dims, max_dims, min_side, max_side, max_numel)
@@ -353,8 +414,19 @@ def shape_groups(
     """Groups of `n` shapes drawn around one base shape from `shapes`.
 
     With `broadcast`, each shape may drop leading dimensions and set others to 1, so the group is
-    mutually broadcastable to the base shape; without it, all shapes are equal. Shrinks to `n`
-    copies of the base shape, which shrinks as `shapes` does.
+    mutually broadcastable to the base shape; without it, all shapes are equal. `shapes` is a
+    shape or a strategy of them (default :func:`shapes`). Shrinks to `n` copies of the base
+    shape, which shrinks as `shapes` does.
+
+    :raises InvalidArgument: `n` is below 1, or `shapes` is neither a strategy nor a sequence
+        of non-negative integers.
+
+    Example::
+
+        @given(shapes=tcst.shape_groups(2))
+        def test_add(compile_parity, shapes):
+            a, b = (torch.randn(s) for s in shapes)
+            compile_parity(torch.add, a, b)
     """
     _check_int(n, "n", 1)
     if not isinstance(shapes, st.SearchStrategy):
@@ -398,6 +470,16 @@ def shape_sequences(
     `min_size` to `max_size` shapes.
 
     Shrinks to `min_size` shapes that all equal the shrunk :func:`shapes` base.
+
+    :raises InvalidArgument: as :func:`shapes` does for the shape bounds, or `min_dims` or
+        `min_size` below 1, or `min_size` above `max_size`.
+
+    Example::
+
+        @given(sequence=tcst.shape_sequences())
+        def test_recompiles(compile_parity, sequence):
+            for shape in sequence:  # one compiled function, driven through its guards
+                compile_parity(torch.relu, torch.randn(shape))
     """
     _check_int(min_dims, "min_dims", 1)
     _check_shape_args(min_dims, max_dims, min_side, max_side, max_numel)
@@ -559,6 +641,15 @@ def layouts(
       one channel and more than one spatial position (elsewhere they would be contiguous).
 
     If no kind applies to the shape the layout is contiguous. Shrinks to ``Layout()``: contiguous.
+
+    :raises InvalidArgument: `shape` is not a sequence of non-negative integers, `kinds` names
+        no kind or one not in :data:`LAYOUT_KINDS`, `max_step` is below 2 or `max_offset` below 1.
+
+    Example::
+
+        @given(x=tcst.tensors(layouts=functools.partial(tcst.layouts, max_step=5)))
+        def test_exp(compile_parity, x):
+            compile_parity(torch.exp, x)
     """
     shape = _shape_value(shape, "shape")
     chosen = _kinds(kinds, "kinds")
@@ -775,6 +866,12 @@ def build_tensor(spec: TensorSpec) -> torch.Tensor:
     Moving a strided tensor with ``.to(device)`` would make it dense again; instead the buffer is
     allocated on the device and the values are copied into the window. The result is a leaf and
     not a view (the buffer stays hidden), with the spec's strides and storage offset.
+
+    :raises ValueError: the spec's layout does not fit its shape.
+
+    Example (the spec as a failing test's output prints it)::
+
+        x = tcst.build_tensor(tcst.TensorSpec(shape=(2, 3), dtype=torch.float16))
     """
     strides, offset, size = spec.layout.geometry(spec.shape)
     stored = tuple(1 if d in spec.layout.expanded else s for d, s in enumerate(spec.shape))
@@ -786,7 +883,14 @@ def build_tensor(spec: TensorSpec) -> torch.Tensor:
 
 def describe(t: torch.Tensor) -> str:
     """One readable line for a failure report, e.g.
-    ``float16[2, 3] strides=(1, 2) offset=4 cpu non-contiguous``."""
+    ``float16[2, 3] strides=(1, 2) offset=4 cpu non-contiguous``. Raises nothing.
+
+    Example::
+
+        assert tcst.describe(torch.zeros(2, 3)) == (
+            "float32[2, 3] strides=(3, 1) offset=0 cpu contiguous"
+        )
+    """
     head = f"{str(t.dtype).removeprefix('torch.')}[{', '.join(map(str, t.shape))}]"
     if t.layout != torch.strided:
         return f"{head} {str(t.layout).removeprefix('torch.')} {t.device}"
@@ -953,6 +1057,20 @@ def tensors(
 
     In a failing test, Hypothesis prints each drawn tensor's :func:`describe` line and the
     :class:`TensorSpec` that rebuilds it.
+
+    :raises InvalidArgument: when called, not when drawn, for any argument given as a value that
+        does not fit: a dtype these strategies do not make or `device` does not support, a shape
+        that is not a sequence of non-negative integers, an unknown layout kind, a bound that is
+        not a number or a `min_value` above `max_value`, a switch that is not a bool, or
+        ``requires_grad=True`` with a dtype that has no gradients. Values drawn from strategies
+        are checked as they are drawn.
+
+    Example::
+
+        @pytest.mark.compile_parity
+        @given(x=tcst.tensors(dtypes=torch.float32, shapes=tcst.shapes(min_dims=1), specials=False))
+        def test_softmax(compile_parity, x):
+            compile_parity(lambda t: torch.softmax(t, -1), x)
     """
     where = device if isinstance(device, st.SearchStrategy) else _device_value(device, "device")
     if not isinstance(dtypes, st.SearchStrategy | None):
@@ -1010,7 +1128,17 @@ def tensor_groups(
     `broadcast` mutually broadcastable), one dtype unless `same_dtype` is False (to exercise type
     promotion), and each tensor's layout and values drawn independently as :func:`tensors` does.
 
-    Shrinks to `n` equal-shaped tensors, each shrinking as :func:`tensors` does.
+    `shapes` and `broadcast` are as for :func:`shape_groups`; `dtypes` and `device` as for
+    :func:`tensors`; every other keyword (:class:`TensorOptions`) goes to :func:`tensors` for
+    each tensor. Shrinks to `n` equal-shaped tensors, each shrinking as :func:`tensors` does.
+
+    :raises InvalidArgument: as :func:`shape_groups` and :func:`tensors` do, when called.
+
+    Example::
+
+        @given(xs=tcst.tensor_groups(2, same_dtype=False))
+        def test_mul_promotes(compile_parity, xs):
+            compile_parity(torch.mul, *xs)
     """
     group = shape_groups(n, shapes=shapes, broadcast=broadcast)
     where = device if isinstance(device, st.SearchStrategy) else _device_value(device, "device")

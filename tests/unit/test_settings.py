@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from pytest_torchcompile.settings import (
     MARKER_KEYS,
+    SESSION_OPTIONS,
+    TEST_OPTIONS,
     SessionSettings,
     SettingError,
     Settings,
@@ -131,3 +135,28 @@ def test_triage_settings_default_on_and_validate():
     ):
         session_from_config(*_config({}, {"compile_bisect": "deeper"}))
     assert session_from_config(*_config({"bisect": "deep"}, {})).bisect == "deep"
+
+
+@pytest.mark.parametrize(
+    ("settings", "options"), [(Settings, TEST_OPTIONS), (SessionSettings, SESSION_OPTIONS)]
+)
+def test_each_field_is_an_option_and_takes_its_default(settings, options):
+    """The option list is the one source: one field per option, in its order, with its default."""
+    fields = [f for f in dataclasses.fields(settings) if f.name != "sources"]
+    assert [f.name for f in fields] == [option.name for option in options]
+    for f, option in zip(fields, options, strict=True):
+        assert getattr(settings(), f.name) == option.default, f.name
+
+
+@pytest.mark.parametrize("option", [*TEST_OPTIONS, *SESSION_OPTIONS], ids=lambda o: o.name)
+def test_help_states_the_default_once_and_the_default_parses(option):
+    assert "(default:" not in option.about, "the help text adds the default from the option"
+    assert option.help.endswith(f" (default: {option.shown_default})")
+    if option.default not in (None, ()):
+        assert option.parse(option.default) == option.default
+
+
+def test_shown_defaults():
+    shown = {option.name: option.shown_default for option in (*TEST_OPTIONS, *SESSION_OPTIONS)}
+    assert (shown["fullgraph"], shown["backward"], shown["budgets"]) == ("off", "true", "none")
+    assert (shown["parity_include"], shown["parity_exclude"]) == ("*", "none")
