@@ -155,7 +155,7 @@ def _memory(call: Callable[[], object], cuda: bool) -> tuple[int, int]:
 def measure(
     case: Case, backend: str, device: str, repeats: int, clock: Callable[[], float]
 ) -> Result:
-    from pytest_torchcompile import runner
+    from pytest_torchcompile import compiled, runner
     from pytest_torchcompile.runner import Checker, isolated
     from pytest_torchcompile.settings import Settings
 
@@ -183,13 +183,13 @@ def measure(
             hand()
             plugin()
         hand_times, plugin_times = [], []
-        runner.run_side = counted
+        runner.run_side = compiled.run_side = counted  # eager, re-runs, compiled side
         try:
             for _ in range(repeats):
                 hand_times.append(_timed(hand, cuda, clock))
                 plugin_times.append(_timed(plugin, cuda, clock))
         finally:
-            runner.run_side = run_side
+            runner.run_side = compiled.run_side = run_side
         hand_peak, hand_allocated = _memory(hand, cuda)
         plugin_peak, plugin_allocated = _memory(plugin, cuda)
     return Result(

@@ -27,6 +27,7 @@ import torch
 
 from pytest_torchcompile import _compat
 from pytest_torchcompile.errors import EnvironmentFault
+from pytest_torchcompile.messages import first_line
 
 Kind = Literal["cache", "toolchain", "resources"]
 T = TypeVar("T")
@@ -96,7 +97,7 @@ class Fault:
         where = f" at {self.path}" if self.path else ""
         return (
             f"{self.what}{where} was bypassed (the compiled run was retried once with a fresh "
-            f"Inductor cache, after: {_first_line(self.exception)}): {self.advice()}"
+            f"Inductor cache, after: {first_line(self.exception)}): {self.advice()}"
         )
 
     def error(self, context: str, *, after: Fault | None = None) -> EnvironmentFault:
@@ -120,7 +121,7 @@ class Fault:
                 )
             )
         lines += [
-            f"  Original exception: {_first_line(self.exception)}",
+            f"  Original exception: {first_line(self.exception)}",
             "  No parity was shown, and no stage bisect or repro was made.",
             context,
         ]
@@ -245,11 +246,6 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
 
 def _errno(exc: BaseException) -> int | None:
     return exc.errno if isinstance(exc, OSError) else None
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {lines[0] if lines else ''}"
 
 
 def _paths(exc: BaseException) -> list[str]:

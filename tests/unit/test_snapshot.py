@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_torchcompile import parity, runner, snapshot
+from pytest_torchcompile import compiled, parity, snapshot
 from pytest_torchcompile.errors import ParityError
 from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.settings import Settings
@@ -39,8 +39,8 @@ def copied(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[Any]]:
         trees.append(tree)
         return clone(tree, memo)
 
-    monkeypatch.setattr(runner, "clone_tree", spy)
-    monkeypatch.setattr(snapshot, "clone_tree", spy)
+    for room in (compiled, snapshot):  # the compiled side's copies, and the state before a call
+        monkeypatch.setattr(room, "clone_tree", spy)
     yield trees
 
 

@@ -1,0 +1,202 @@
+"""One checked call: the compiled side and eager run from one state, and the re-runs from before.
+
+The compiled side runs first, on copies (`compiled.CompiledSide`), so the caller's objects still
+hold the state before the call when it is kept for re-runs (`snapshot.StateBefore`); then eager
+runs on the caller's own objects, so they end as a plain call leaves them. Both start from the same
+RNG state and the same contents of the containers the callable reaches. Every re-run the rules ask
+for (`Call.reruns`) starts from that state again, and leaves the RNG and containers as eager left
+them.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pytest_torchcompile import _compat, faults, parity, pystate, randomness
+from pytest_torchcompile.compiled import CompiledSide
+from pytest_torchcompile.rounding import RoundingNoise
+from pytest_torchcompile.settings import Settings
+from pytest_torchcompile.sides import (
+    COTANGENT_SEED,
+    RngState,
+    Side,
+    differentiable_outputs,
+    nothing,
+    run_side,
+    state_left,
+    with_containers,
+)
+from pytest_torchcompile.snapshot import (
+    Copies,
+    StateBefore,
+    Unfaithful,
+    Watch,
+    clone_tree,
+    nudged_tree,
+    state_after,
+    upcast_tree,
+)
+
+FALLBACK_RANDOM_NOTE = (
+    f"random draws compared with {randomness.FALLBACK_RANDOM} on the graphs that draw them; "
+    "raising and metadata also checked compiled as you compile"
+)
+
+
+@dataclass
+class Call:
+    """One checked call after both sides ran: their results, and what re-runs start from."""
+
+    fn: Callable[..., Any]
+    snapshot_of: tuple[torch.nn.Module | None, tuple[Any, ...], dict[str, Any]]
+    eager: parity.SideResult
+    compiled: parity.SideResult
+    as_user: parity.SideResult | None  # compiled as the user compiles, where it draws random
+    pristine: StateBefore
+    lacking: list[str]  # state eager changed whose earlier value is not kept: no re-run
+    rng: RngState
+    shared: pystate.SharedContainers
+    before: dict[str, Any]  # the shared containers before the call
+
+    def rerun(
+        self,
+        copier: Callable[[Any, dict[int, Any]], Any],
+        backward: bool,
+        around: Callable[[], Any] = nothing,
+    ) -> Callable[[], parity.SideResult]:
+        """A thunk running eager again on a fresh copy of the call as it was (made by `copier`:
+        clone_tree, upcast_tree...), from the same RNG and containers, leaving the caller's
+        RNG and containers as eager left them."""
+
+        def run() -> parity.SideResult:
+            if self.lacking:
+                raise Unfaithful(
+                    f"eager changed {', '.join(self.lacking)} in place where the compiled run "
+                    "did not, so there is no copy of the state before the call"
+                )
+            after_eager, left_by_eager = RngState.capture(), self.shared.snapshot()
+            module, args, kwargs = self.pristine.copy(self.snapshot_of, copier)
+            self.rng.restore()
+            self.shared.restore(self.before)
+            try:
+                likes = [o.dtype for o in differentiable_outputs(self.eager.output)]
+                side = Side(module if module is not None else self.fn, module, args, kwargs, likes)
+                return run_side(side, backward, around)
+            finally:
+                after_eager.restore()
+                self.shared.restore(left_by_eager)
+
+        return run
+
+    def reruns(self, backward: bool) -> dict[str, Callable[[], parity.SideResult]]:
+        """The re-runs the rules may ask for (parity.compare's keywords), each from the state
+        before the call: eager again, the float64 reference, and the rounding-noise pair."""
+        table = functools.cache(_compat.compiler_decompositions)  # imported only if a leaf needs it
+        return {
+            "reference": self.rerun(upcast_tree, backward),
+            "eager_again": self.rerun(clone_tree, backward),
+            "perturbed": self.rerun(
+                nudged_tree,
+                backward,
+                lambda: RoundingNoise(COTANGENT_SEED, decompositions=table()),
+            ),
+            "noise_base": self.rerun(
+                clone_tree,
+                backward,
+                lambda: RoundingNoise(COTANGENT_SEED, noise=False, decompositions=table()),
+            ),
+        }
+
+
+def _recompile_limit_hit(result: parity.SideResult) -> bool:
+    return result.exception is not None and _compat.is_recompile_limit_error(result.exception)
+
+
+class CallRunner:
+    """Runs both sides of each call of one test, from one state."""
+
+    def __init__(
+        self,
+        compiled: CompiledSide,
+        settings: Settings,
+        *,
+        examples: bool,
+        on_recompile_limit: Callable[[], None],
+        notes: list[str],
+        context: Callable[[], str],
+    ) -> None:
+        self.compiled = compiled
+        self.settings = settings
+        # Under Hypothesis, a call refused for the recompile limit runs again in a fresh cache
+        # (`on_recompile_limit` starts it); outside, the refusal is the verdict.
+        self._examples = examples
+        self._on_recompile_limit = on_recompile_limit
+        self._notes = notes  # the checker's, for the report
+        self._context = context
+        self._containers: dict[int, pystate.SharedContainers] = {}  # by id of a kept callable
+
+    def _note(self, note: str) -> None:
+        if note not in self._notes:
+            self._notes.append(note)
+
+    def run(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Call:
+        """Run the compiled side (on copies), then eager (on the caller's objects), from one
+        state; keep what re-runs need to start from the state before the call."""
+        module = fn if isinstance(fn, torch.nn.Module) else None
+        snapshot_of = (module, args, dict(kwargs))  # the call as made
+        # One walk of the state before the call serves both sides: the compiled side's copies
+        # hold the same plain attributes under the same names.
+        watch = Watch.of(state_after(*snapshot_of))
+        rng = RngState.capture()
+        shared = self._shared_containers(fn)
+        before = shared.snapshot()
+
+        def compiled_run() -> tuple[parity.SideResult, bool, Copies]:
+            rng.restore()
+            shared.restore(before)
+            return self.compiled.run(fn, args, kwargs, watch)
+
+        compiled, moved, copies = compiled_run()
+        if self._examples and _recompile_limit_hit(compiled):
+            self._on_recompile_limit()
+            compiled, moved_again, copies = compiled_run()
+            moved = moved or moved_again
+        fault = faults.classify(compiled.exception)
+        if fault is not None:  # not the compiler's doing: retried with a fresh cache, or raised
+            outcome = faults.recover(
+                fault, compiled_run, lambda r: r[0].exception, self._notes, self._context()
+            )
+            compiled, moved_again, copies = outcome
+            moved = moved or moved_again
+        # Re-runs need the call as it was, and the caller's objects hold that until eager runs:
+        # keep what the compiled run shows the call changes. Anything else eager changes, the
+        # watch sees, and re-runs refuse.
+        pristine = StateBefore.take(snapshot_of, copies, moved)
+        with_containers(compiled, shared)
+        as_user = None
+        if self.compiled.entry(fn).draws_random:
+            rng.restore()
+            shared.restore(before)
+            as_user = self.compiled.run_as_user(fn, args, kwargs)
+            self._note(FALLBACK_RANDOM_NOTE)
+        rng.restore()
+        shared.restore(before)  # the eager run starts from the state the compiled one did
+        eager_side = Side(fn, module, args, dict(kwargs))
+        eager = run_side(eager_side, self.settings.backward, nothing)
+        lacking = pristine.lacks(watch, state_left(eager, eager_side))
+        with_containers(eager, shared)
+        return Call(
+            fn, snapshot_of, eager, compiled, as_user, pristine, lacking, rng, shared, before
+        )
+
+    def _shared_containers(self, fn: Callable[..., Any]) -> pystate.SharedContainers:
+        """The containers `fn` can reach, found once per callable (the walk reads code objects)."""
+        found = self._containers.get(id(fn))
+        if found is None:
+            found = self._containers[id(fn)] = pystate.SharedContainers(fn)
+        return found

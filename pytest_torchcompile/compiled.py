@@ -1,0 +1,228 @@
+"""The compiled side of one test: compiled once, on copies, as a real program would meet it.
+
+The callable is compiled once per test (one Dynamo cache for every call and Hypothesis example, so
+guards, recompiles and cache hits are exercised), on the compiled side's own copies of the caller's
+modules (copied once, synced before each call, so parameters keep their addresses) and inputs. Where
+a graph draws random numbers it is compiled with Inductor's `fallback_random`, and the callable is
+compiled once more as the user compiles it (`run_as_user`), for what random draws cannot change.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pytest_torchcompile import _compat, parity, randomness
+from pytest_torchcompile.accounting import Accountant
+from pytest_torchcompile.settings import Settings, load_backend_callable
+from pytest_torchcompile.sides import Side, nothing, run_side, state_left
+from pytest_torchcompile.snapshot import (
+    Copies,
+    Restructured,
+    Watch,
+    clone_tree,
+    leaves,
+    sync_module,
+    tensor_pairs,
+)
+
+
+@dataclass
+class AsUser:
+    """The callable compiled as the user compiles it (fallback_random as the user set it)."""
+
+    module_copy: torch.nn.Module | None
+    compiled: Callable[..., Any]
+
+
+@dataclass
+class Compiled:
+    """One callable's compiled form on the checked side."""
+
+    original: Callable[..., Any]  # kept alive so its id is never reused for another callable
+    module_copy: torch.nn.Module | None
+    compiled: Callable[..., Any]
+    draws_random: bool = False  # a graph of it draws random numbers: fallback_random is on there
+    as_user: AsUser | None = None  # made once it draws random numbers
+
+
+class CompiledSide:
+    """The compiled functions and module copies of one test, and running a call through them."""
+
+    def __init__(self, settings: Settings, accountant: Accountant) -> None:
+        self.settings = settings
+        self.accountant = accountant
+        self._compiled: dict[int, Compiled] = {}
+        # id -> (caller's module, its compiled-side copy); the module is kept so ids stay unique
+        self._module_copies: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
+        self._backend: Any = None
+        self._random_aware: randomness.RandomAwareBackend | None = None
+
+    def forget(self) -> None:
+        """Drop every compiled function and module copy (after Dynamo's cache was reset)."""
+        self._compiled.clear()
+        self._module_copies.clear()
+
+    def entry(self, fn: Callable[..., Any]) -> Compiled:
+        """`fn`'s compiled form, as the last `run` left it."""
+        return self._compiled[id(fn)]
+
+    # compile ------------------------------------------------------------------------------------
+
+    def _backend_object(self) -> Any:
+        if self._backend is None:
+            name = self.settings.backend
+            target: Any = load_backend_callable(name) if ":" in name else name
+            mode = None if self.settings.mode == "default" else self.settings.mode
+            inner = _compat.inner_backend(target, mode, self.settings.torch_dynamic)
+            drawing = _compat.fallback_random_backend(target, mode, self.settings.torch_dynamic)
+            self._random_aware = randomness.RandomAwareBackend(inner, drawing)
+            self._backend = self.accountant.backend(self._random_aware)
+        return self._backend
+
+    def _user_backend(self) -> Any:
+        """The backend as the user's torch.compile builds it, uncounted, for `run_as_user`."""
+        self._backend_object()
+        assert self._random_aware is not None
+        return self._random_aware.user
+
+    def _module_copy(self, module: torch.nn.Module) -> tuple[torch.nn.Module, bool]:
+        """The compiled side's long-lived copy of a caller's module, synced; and whether it is new.
+
+        A module keeps one copy for the whole test, so its parameters keep their addresses as
+        they would in the caller's program (CUDA graphs re-record when static addresses move).
+        """
+        kept = self._module_copies.get(id(module))
+        if kept is not None:
+            try:
+                sync_module(module, kept[1])
+                return kept[1], False
+            except Restructured:
+                pass
+        copied = clone_tree(module)
+        self._module_copies[id(module)] = (module, copied)
+        return copied, True
+
+    def _copies_of_modules(self, tree: Any) -> dict[int, Any]:
+        """A deepcopy memo mapping each module among the inputs, and its state, to its copy."""
+        memo: dict[int, Any] = {}
+        for leaf in leaves(tree):
+            if isinstance(leaf, torch.nn.Module):
+                copied, _ = self._module_copy(leaf)
+                memo[id(leaf)] = copied
+                memo.update(tensor_pairs(leaf, copied))
+        return memo
+
+    def _compiled_for(self, fn: Callable[..., Any]) -> Compiled:
+        entry = self._compiled.get(id(fn))
+        module_copy = None
+        if isinstance(fn, torch.nn.Module):
+            module_copy, fresh = self._module_copy(fn)
+            if fresh:
+                entry = None
+        if entry is None:
+            target = module_copy if module_copy is not None else fn
+            compiled = torch.compile(
+                target,
+                backend=self._backend_object(),
+                fullgraph=self.settings.fullgraph,
+                dynamic=self.settings.torch_dynamic,
+            )
+            entry = Compiled(fn, module_copy, compiled)
+            self._compiled[id(fn)] = entry
+        return entry
+
+    # run ----------------------------------------------------------------------------------------
+
+    def run(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        watch: Watch,
+    ) -> tuple[parity.SideResult, bool, Copies]:
+        """The compiled side, on copies of the caller's inputs and modules (left untouched);
+        whether it changed (or created) a plain attribute or a state entry of theirs; and the
+        copies, which show the tensors it changed. `watch` is the caller's state before the
+        call, which the copies start from."""
+        entry = self._compiled_for(fn)
+        memo = self._copies_of_modules((args, dict(kwargs)))
+        # Shaped as (module, args, kwargs), so an uncopyable input is named as the input it is.
+        _, compiled_args, compiled_kwargs = clone_tree((None, args, dict(kwargs)), memo)
+        if isinstance(fn, torch.nn.Module) and entry.module_copy is not None:
+            memo.update(tensor_pairs(fn, entry.module_copy))
+        copies = Copies(memo)
+        side = Side(
+            entry.compiled,
+            entry.module_copy,
+            compiled_args,
+            compiled_kwargs,
+            cudagraphs=self.settings.uses_cudagraphs,
+        )
+        assert self._random_aware is not None  # made by _compiled_for
+        self._random_aware.drew = False
+        around = functools.partial(self._observe, entry)
+        result = run_side(side, self.settings.backward, around)
+        entry.draws_random = entry.draws_random or self._random_aware.drew
+        # The copies' tensors are watched by their marks; their plain attributes and the names
+        # of their state by the caller's, which they were synced from.
+        now = state_left(result, side)
+        return result, bool(watch.attributes_changed(now) or copies.rebound(now)), copies
+
+    @contextmanager
+    def _observe(self, entry: Compiled) -> Iterator[None]:
+        """Around the compiled call and its backward: the accountant, and fallback_random where
+        the callable draws random numbers, so a backward compiled lazily gets its forward's
+        setting (graphs that draw none are unaffected by it)."""
+        assert self._random_aware is not None
+        drawing = entry.draws_random or self._random_aware.drew
+        with (
+            self.accountant.observe(
+                module=entry.module_copy, cudagraphs=self.settings.uses_cudagraphs
+            ),
+            _compat.fallback_random_patched() if drawing else nullcontext(),
+        ):
+            yield
+
+    def run_as_user(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> parity.SideResult | None:
+        """The call compiled as the user compiles it (no fallback_random), on its own copies and
+        compile cache, uncounted: judged on what random draws cannot change. None when Dynamo
+        refused it for its recompile limit (that compile cache is the checker's, not the
+        user's)."""
+        entry = self.entry(fn)
+        as_user = entry.as_user
+        module = fn if isinstance(fn, torch.nn.Module) else None
+        if as_user is not None and as_user.module_copy is not None and module is not None:
+            try:
+                sync_module(module, as_user.module_copy)
+            except Restructured:
+                as_user = None
+        if as_user is None:
+            module_copy = clone_tree(module) if module is not None else None
+            target = module_copy if module_copy is not None else randomness.own_code(fn)
+            compiled = torch.compile(
+                target,
+                backend=self._user_backend(),
+                fullgraph=self.settings.fullgraph,
+                dynamic=self.settings.torch_dynamic,
+            )
+            as_user = entry.as_user = AsUser(module_copy, compiled)
+        _, user_args, user_kwargs = clone_tree((None, args, dict(kwargs)))
+        side = Side(
+            as_user.compiled,
+            as_user.module_copy,
+            user_args,
+            user_kwargs,
+            cudagraphs=self.settings.uses_cudagraphs,
+        )
+        result = run_side(side, self.settings.backward, nothing)
+        if result.exception is not None and _compat.is_recompile_limit_error(result.exception):
+            return None
+        return result
