@@ -94,6 +94,164 @@ class _CountingBackend:
         return f"<counting backend around {self._inner!r}>"
 
 
+class _FrameLabels:
+    """Dynamo's frame ids named as the user knows the code: `Block.forward (models.py:12)`.
+
+    Every continuation of a broken frame is named after the user function it continues, and the
+    wrapper frame inside torch that calls a module is named after the module's forward.
+    """
+
+    def __init__(self) -> None:
+        self._by_frame: dict[str, str] = {}  # frame id -> label of its user frame
+        self._by_root: dict[tuple[str, str], str] = {}  # (file, name) -> label
+
+    def note(
+        self, event: _compat.CompileEvent, module_class: type[torch.nn.Module] | None
+    ) -> tuple[str, str] | None:
+        """Label the frame a compile event is about; its root (file, name), if Dynamo named it."""
+        if event.code_name is None or event.filename is None:
+            return None
+        root = _root_of(event.code_name, event.filename)
+        if not _RESUME.match(event.code_name):
+            self._by_root[root] = _frame_label(root[1], event.filename, event.firstlineno)
+            if module_class and not _is_user_file(event.filename):
+                self._by_root[root] = _module_label(module_class)
+        self._by_frame[event.frame_id] = self._by_root.get(
+            root, _frame_label(root[1], event.filename, None)
+        )
+        return root
+
+    def of(self, compile_id: str) -> str:
+        frame_id = _compat.frame_id(compile_id)
+        return self._by_frame.get(frame_id, f"frame {frame_id}" if frame_id else "unknown frame")
+
+
+class _CompileLedger:
+    """What Dynamo's records say of its frame compiles: breaks, recompiles, fallbacks, time."""
+
+    def __init__(self, labels: _FrameLabels) -> None:
+        self.labels = labels
+        self.breaks: dict[_BreakKey, BreakRecord] = {}
+        self.recompiles: list[RecompileRecord] = []
+        self.fallbacks: dict[tuple[str, str], FallbackRecord] = {}
+        self.compile_time_s = 0.0
+        self.frame_compiles = 0
+        # The user-level call a resume function's compile belongs to: (user frame, observe id),
+        # and whether that call already counted a recompile.
+        self._chain: tuple[tuple[str, str], int] | None = None
+        self._chain_recompiled = False
+        self._fallbacks_before_call: set[tuple[str, str]] = set()
+
+    def start_call(self) -> None:
+        """An observed call begins: its fallbacks are those added from now on."""
+        self._fallbacks_before_call = set(self.fallbacks)
+
+    def excuse_last_call(self) -> None:
+        for key in set(self.fallbacks) - self._fallbacks_before_call:
+            del self.fallbacks[key]
+
+    def take(
+        self,
+        seen: _compat.DynamoRecords,
+        raised: set[str],
+        *,
+        call: int,
+        module_class: type[torch.nn.Module] | None,
+    ) -> None:
+        """Count what Dynamo recorded during observed call number `call`."""
+        for event in seen.compiles:
+            self.compile_time_s += event.duration_s
+            if not event.backward:
+                self._take_compile(event, raised, call, module_class)
+        for brk in seen.breaks:
+            key = (_compat.frame_id(brk.compile_id), brk.stack, brk.column)
+            self._add_break(key, _summary(brk.reason))
+
+    def _take_compile(
+        self,
+        event: _compat.CompileEvent,
+        raised: set[str],
+        call: int,
+        module_class: type[torch.nn.Module] | None,
+    ) -> None:
+        self.frame_compiles += 1
+        root = self.labels.note(event, module_class)
+        if root is not None:
+            self._follow_chain(root, call, resumed=bool(_RESUME.match(event.code_name or "")))
+        frame = self.labels.of(event.compile_id)
+        if event.recompile_limit_hit:
+            reason = f"{_compat.recompile_limit_setting()} reached"
+            if event.recompile_reason:
+                guard = _guard_text(event.recompile_reason, hint=True)
+                reason += f"; the guard that failed last: {guard}"
+            self._add_fallback(frame, "recompile_limit", reason)
+            return
+        if event.recompile_reason is not None and not self._chain_recompiled:
+            self._chain_recompiled = True
+            text = _guard_text(event.recompile_reason)
+            self.recompiles.append(
+                RecompileRecord(frame=frame, reason=text, category=_category(text))
+            )
+        if event.fail_type is None:
+            return
+        soft = event.fail_type in _SOFT_FAILURES
+        if soft:  # Dynamo gave up on the frame over something it cannot trace: a graph break
+            location = (event.fail_location,) if event.fail_location else ()
+            key = (event.frame_id, location, None)
+            self._add_break(key, _summary(event.fail_reason or event.fail_type))
+        if event.compile_id in raised:
+            return  # the failure reached the caller: an error it sees, not a silent eager run
+        kind = "suppressed_error" if event.errors_suppressed and not soft else "skipped"
+        self._add_fallback(frame, kind, f"{event.fail_type}: {_summary(event.fail_reason or '')}")
+
+    def _follow_chain(self, root: tuple[str, str], call: int, *, resumed: bool) -> None:
+        """Group a compile with the user-level call it belongs to.
+
+        A broken frame's continuations compile right after it, within the same observed call;
+        a user frame compiling again always starts a new call.
+        """
+        chain = (root, call)
+        if not resumed or self._chain != chain:
+            self._chain = chain
+            self._chain_recompiled = False
+
+    def _add_fallback(self, frame: str, kind: str, reason: str) -> None:
+        self.fallbacks.setdefault(
+            (frame, kind), FallbackRecord(frame=frame, kind=kind, reason=reason)
+        )
+
+    def _add_break(self, key: _BreakKey, reason: str) -> None:
+        if key not in self.breaks:
+            *callers, location = _user_frames(key[1]) or [""]
+            if callers:  # the same line can break each frame on the way to it
+                reason += f" (reached from {', '.join(callers)})"
+            self.breaks[key] = BreakRecord(reason=reason, location=location)
+
+
+class _CudagraphLedger:
+    """CUDA graphs recorded again, and why Inductor ran a graph without CUDA graphs."""
+
+    def __init__(self, labels: _FrameLabels) -> None:
+        self.labels = labels
+        self.rerecords: list[str] = []  # CUDA graphs recorded again, with the reason
+        self.skips: list[str] = []  # why Inductor ran a graph without CUDA graphs
+        self._recorded: set[tuple[str, str, str]] = set()  # (compile id, function, mode)
+
+    def take(self, events: _compat.CudagraphEvents) -> None:
+        """A graph's second and later CUDA-graph recordings are re-records: count them."""
+        for recording in events.recordings:
+            key = recording.compile_id, recording.function, recording.mode
+            if key in self._recorded or recording.reason:
+                why = recording.reason or f"recorded again for inputs of sizes {recording.sizes}"
+                backward = " (backward)" if recording.mode == "BACKWARD" else ""
+                graph = f"{recording.function}{backward} of {self.labels.of(recording.compile_id)}"
+                self.rerecords.append(f"{graph} [{recording.compile_id}]: {why}")
+            self._recorded.add(key)
+        for skip in events.skips:
+            if skip not in self.skips:
+                self.skips.append(skip)
+
+
 class Accountant:
     """Everything torch.compile did in one test: graphs, breaks, recompiles, fallbacks, time.
 
@@ -103,23 +261,11 @@ class Accountant:
 
     def __init__(self) -> None:
         self._graphs: list[_Graph] = []
-        self._breaks: dict[_BreakKey, BreakRecord] = {}
-        self._recompiles: list[RecompileRecord] = []
-        self._fallbacks: dict[tuple[str, str], FallbackRecord] = {}
-        self._compile_time_s = 0.0
-        self._frame_labels: dict[str, str] = {}  # frame id -> label of its user frame
-        self._root_labels: dict[tuple[str, str], str] = {}  # (file, name) -> label
-        self._frame_compiles = 0
+        self._labels = _FrameLabels()
+        self._compiles = _CompileLedger(self._labels)
+        self._cudagraphs = _CudagraphLedger(self._labels)
         self._observed = 0
         self._depth = 0
-        # The user-level call a resume function's compile belongs to: (user frame, observe id),
-        # and whether that call already counted a recompile.
-        self._chain: tuple[tuple[str, str], int] | None = None
-        self._chain_recompiled = False
-        self._fallbacks_before_call: set[tuple[str, str]] = set()
-        self._rerecords: list[str] = []  # CUDA graphs recorded again, with the reason
-        self._recorded: set[tuple[str, str, str]] = set()  # (compile id, function, mode)
-        self._cudagraph_skips: list[str] = []  # why Inductor ran a graph without CUDA graphs
         # The class of the module observe() is calling, if any; labelled only when it compiles.
         self._module_class: type[torch.nn.Module] | None = None
 
@@ -148,7 +294,7 @@ class Accountant:
         self._module_class = type(module) if module is not None else None
         self._depth += 1
         self._observed += 1
-        self._fallbacks_before_call = set(self._fallbacks)
+        self._compiles.start_call()
         try:
             with (
                 _compat.dynamo_records() as seen,
@@ -164,21 +310,10 @@ class Accountant:
             self._take(seen, raised=set())
         finally:
             self._depth -= 1
-            self._take_cudagraph_events(graphs)
+            self._cudagraphs.take(graphs)
 
-    def _take_cudagraph_events(self, events: _compat.CudagraphEvents) -> None:
-        """A graph's second and later CUDA-graph recordings are re-records: count them."""
-        for recording in events.recordings:
-            key = recording.compile_id, recording.function, recording.mode
-            if key in self._recorded or recording.reason:
-                why = recording.reason or f"recorded again for inputs of sizes {recording.sizes}"
-                backward = " (backward)" if recording.mode == "BACKWARD" else ""
-                graph = f"{recording.function}{backward} of {self._label_of(recording.compile_id)}"
-                self._rerecords.append(f"{graph} [{recording.compile_id}]: {why}")
-            self._recorded.add(key)
-        for skip in events.skips:
-            if skip not in self._cudagraph_skips:
-                self._cudagraph_skips.append(skip)
+    def _take(self, seen: _compat.DynamoRecords, raised: set[str]) -> None:
+        self._compiles.take(seen, raised, call=self._observed, module_class=self._module_class)
 
     def excuse_last_call(self) -> None:
         """Forget the eager fallbacks of the last observed call: it raised just as eager did.
@@ -187,8 +322,7 @@ class Accountant:
         raised the same exception that is the program's meaning, not a lost compile. Later
         calls that run eagerly because Dynamo now skips the frame are still counted.
         """
-        for key in set(self._fallbacks) - self._fallbacks_before_call:
-            del self._fallbacks[key]
+        self._compiles.excuse_last_call()
 
     def dynamo_settings(self) -> dict[str, Any]:
         """Dynamo config the test runs under: hitting the recompile limit fails, never goes eager."""
@@ -196,8 +330,9 @@ class Accountant:
 
     def counts(self) -> CompileCounts:
         """Cumulative counts over every observed call of the test."""
-        fallbacks = list(self._fallbacks.values())
-        if self._observed and not self._frame_compiles and not self._graphs:
+        compiles = self._compiles
+        fallbacks = list(compiles.fallbacks.values())
+        if self._observed and not compiles.frame_compiles and not self._graphs:
             fallbacks.append(
                 FallbackRecord(
                     frame="the compiled callable",
@@ -210,16 +345,16 @@ class Accountant:
         return CompileCounts(
             graphs=[
                 GraphRecord(
-                    frame=self._label_of(graph.compile_id), ops=graph.ops, reason=graph.reason
+                    frame=self._labels.of(graph.compile_id), ops=graph.ops, reason=graph.reason
                 )
                 for graph in self._graphs
             ],
-            graph_breaks=list(self._breaks.values()),
-            recompiles=list(self._recompiles),
+            graph_breaks=list(compiles.breaks.values()),
+            recompiles=list(compiles.recompiles),
             fallbacks=fallbacks,
-            cudagraph_rerecords=list(self._rerecords),
-            cudagraph_skips=list(self._cudagraph_skips),
-            compile_time_s=self._compile_time_s,
+            cudagraph_rerecords=list(self._cudagraphs.rerecords),
+            cudagraph_skips=list(self._cudagraphs.skips),
+            compile_time_s=compiles.compile_time_s,
         )
 
     def check_budgets(
@@ -235,107 +370,43 @@ class Accountant:
         fallbacks, then graph breaks, then recompiles); its message covers every verdict.
         """
         __tracebackhide__ = True
-        counts = self.counts()
-        verdicts: list[tuple[type[AssertionError], str]] = []
-        limit_hits = [f for f in counts["fallbacks"] if f["kind"] == "recompile_limit"]
-        others = [f for f in counts["fallbacks"] if f["kind"] != "recompile_limit"]
-        recompiles = counts["recompiles"]
-        over = max_recompiles is not None and len(recompiles) > max_recompiles
-        if limit_hits:
-            listed = [] if over else recompiles  # the budget verdict below lists them
-            verdicts.append((RecompileLimitExceeded, _limit_message(limit_hits, listed)))
-        if others:
-            verdicts.append((EagerFallbackError, _fallback_message(others)))
-        breaks = counts["graph_breaks"]
-        if fullgraph and breaks:
-            budget = f"fullgraph=True{_from(source, 'fullgraph')} allows none"
-            verdicts.append((GraphBreakBudgetExceeded, _breaks_message(breaks, budget)))
-        elif max_graph_breaks is not None and len(breaks) > max_graph_breaks:
-            budget = f"max_graph_breaks={max_graph_breaks}{_from(source, 'max_graph_breaks')}"
-            verdicts.append((GraphBreakBudgetExceeded, _breaks_message(breaks, budget)))
-        if over:
-            budget = f"max_recompiles={max_recompiles}{_from(source, 'max_recompiles')}"
-            verdicts.append((RecompileLimitExceeded, _recompiles_message(recompiles, budget)))
+        verdicts = _verdicts(self.counts(), max_graph_breaks, max_recompiles, fullgraph, source)
         if verdicts:
             raise verdicts[0][0]("\n\n".join(message for _, message in verdicts))
 
-    # --- reading what Dynamo recorded ------------------------------------------------------------
 
-    def _take(self, seen: _compat.DynamoRecords, raised: set[str]) -> None:
-        for event in seen.compiles:
-            self._compile_time_s += event.duration_s
-            if not event.backward:
-                self._take_compile(event, raised)
-        for brk in seen.breaks:
-            key = (_compat.frame_id(brk.compile_id), brk.stack, brk.column)
-            self._add_break(key, _summary(brk.reason))
+# --- the budget verdicts and their messages ----------------------------------------------------
 
-    def _take_compile(self, event: _compat.CompileEvent, raised: set[str]) -> None:
-        self._frame_compiles += 1
-        if event.code_name is not None and event.filename is not None:
-            root = _root_of(event.code_name, event.filename)
-            if not _RESUME.match(event.code_name):
-                self._root_labels[root] = _frame_label(root[1], event.filename, event.firstlineno)
-                if self._module_class and not _is_user_file(event.filename):
-                    self._root_labels[root] = _module_label(self._module_class)
-            self._frame_labels[event.frame_id] = self._root_labels.get(
-                root, _frame_label(root[1], event.filename, None)
-            )
-            self._follow_chain(root, resumed=bool(_RESUME.match(event.code_name)))
-        frame = self._label_of(event.compile_id)
-        if event.recompile_limit_hit:
-            reason = f"{_compat.recompile_limit_setting()} reached"
-            if event.recompile_reason:
-                guard = _guard_text(event.recompile_reason, hint=True)
-                reason += f"; the guard that failed last: {guard}"
-            self._add_fallback(frame, "recompile_limit", reason)
-            return
-        if event.recompile_reason is not None and not self._chain_recompiled:
-            self._chain_recompiled = True
-            text = _guard_text(event.recompile_reason)
-            self._recompiles.append(
-                RecompileRecord(frame=frame, reason=text, category=_category(text))
-            )
-        if event.fail_type is None:
-            return
-        soft = event.fail_type in _SOFT_FAILURES
-        if soft:  # Dynamo gave up on the frame over something it cannot trace: a graph break
-            location = (event.fail_location,) if event.fail_location else ()
-            key = (event.frame_id, location, None)
-            self._add_break(key, _summary(event.fail_reason or event.fail_type))
-        if event.compile_id in raised:
-            return  # the failure reached the caller: an error it sees, not a silent eager run
-        kind = "suppressed_error" if event.errors_suppressed and not soft else "skipped"
-        self._add_fallback(frame, kind, f"{event.fail_type}: {_summary(event.fail_reason or '')}")
 
-    def _follow_chain(self, root: tuple[str, str], *, resumed: bool) -> None:
-        """Group a compile with the user-level call it belongs to.
-
-        A broken frame's continuations compile right after it, within the same observed call;
-        a user frame compiling again always starts a new call.
-        """
-        chain = (root, self._observed)
-        if not resumed or self._chain != chain:
-            self._chain = chain
-            self._chain_recompiled = False
-
-    def _add_fallback(self, frame: str, kind: str, reason: str) -> None:
-        self._fallbacks.setdefault(
-            (frame, kind), FallbackRecord(frame=frame, kind=kind, reason=reason)
-        )
-
-    def _add_break(self, key: _BreakKey, reason: str) -> None:
-        if key not in self._breaks:
-            *callers, location = _user_frames(key[1]) or [""]
-            if callers:  # the same line can break each frame on the way to it
-                reason += f" (reached from {', '.join(callers)})"
-            self._breaks[key] = BreakRecord(reason=reason, location=location)
-
-    def _label_of(self, compile_id: str) -> str:
-        frame_id = _compat.frame_id(compile_id)
-        return self._frame_labels.get(
-            frame_id, f"frame {frame_id}" if frame_id else "unknown frame"
-        )
+def _verdicts(
+    counts: CompileCounts,
+    max_graph_breaks: int | None,
+    max_recompiles: int | None,
+    fullgraph: bool,
+    source: Mapping[str, str],
+) -> list[tuple[type[AssertionError], str]]:
+    """Each broken promise as (error type, message), the most serious first."""
+    verdicts: list[tuple[type[AssertionError], str]] = []
+    limit_hits = [f for f in counts["fallbacks"] if f["kind"] == "recompile_limit"]
+    others = [f for f in counts["fallbacks"] if f["kind"] != "recompile_limit"]
+    recompiles = counts["recompiles"]
+    over = max_recompiles is not None and len(recompiles) > max_recompiles
+    if limit_hits:
+        listed = [] if over else recompiles  # the budget verdict below lists them
+        verdicts.append((RecompileLimitExceeded, _limit_message(limit_hits, listed)))
+    if others:
+        verdicts.append((EagerFallbackError, _fallback_message(others)))
+    breaks = counts["graph_breaks"]
+    if fullgraph and breaks:
+        budget = f"fullgraph=True{_from(source, 'fullgraph')} allows none"
+        verdicts.append((GraphBreakBudgetExceeded, _breaks_message(breaks, budget)))
+    elif max_graph_breaks is not None and len(breaks) > max_graph_breaks:
+        budget = f"max_graph_breaks={max_graph_breaks}{_from(source, 'max_graph_breaks')}"
+        verdicts.append((GraphBreakBudgetExceeded, _breaks_message(breaks, budget)))
+    if over:
+        budget = f"max_recompiles={max_recompiles}{_from(source, 'max_recompiles')}"
+        verdicts.append((RecompileLimitExceeded, _recompiles_message(recompiles, budget)))
+    return verdicts
 
 
 # --- turning Dynamo's text into a user's text --------------------------------------------------
