@@ -1,4 +1,8 @@
-"""What a failure says about the call's inputs: one line per input, and how to draw it otherwise."""
+"""What the checker's failures and notes say: the inputs, the context line, and why it refused.
+
+Text only: each function builds a message (or the exception carrying it) from what the checker
+hands it, so the checker's own code reads as the steps of a check.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,14 @@ from typing import Any
 
 import torch
 
+from pytest_torchcompile import _compat
+from pytest_torchcompile.errors import (
+    NOTE_PREFIX,
+    CompileParityFailure,
+    GraphBreakBudgetExceeded,
+    RecompileLimitExceeded,
+)
+from pytest_torchcompile.settings import Settings
 from pytest_torchcompile.snapshot import named_inputs
 
 
@@ -65,3 +77,75 @@ def exclusion_hints(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[st
             )
         hints += [f"{name} {what}" for what in found]
     return hints
+
+
+def context_line(described: str, devices: list[str]) -> str:
+    """`backend=... mode=... device=...`, with the TF32 settings where a CUDA device was seen:
+    both sides run under the caller's TF32 settings, the float64 reference never does."""
+    context = f"{described} device={','.join(devices) or 'cpu'}"
+    if any(seen.startswith("cuda") for seen in devices):
+        matmul = torch.backends.cuda.matmul.allow_tf32
+        cudnn = torch.backends.cudnn.allow_tf32
+        context += f" tf32(matmul={'on' if matmul else 'off'}, cudnn={'on' if cudnn else 'off'})"
+    return context
+
+
+def rejection_note(
+    args: tuple[Any, ...], kwargs: Mapping[str, Any], source: str, *, examples: bool
+) -> str:
+    """The note on eager's own exception where both sides raised it: the program rejects the
+    input; which property of each input is unusual and the strategy argument that excludes it."""
+    lines = [
+        f"{NOTE_PREFIX}eager itself raised this on the call's inputs, and the compiled "
+        "run raised alike, so this is the program rejecting its input, not a miscompile.",
+        *inputs_note(args, kwargs).splitlines()[1:],
+        *(f"  {hint}" for hint in exclusion_hints(args, kwargs)),
+    ]
+    if examples:
+        lines.append(
+            f"  reject_eager_errors=False ({source}): with its default, True, an example "
+            "eager rejects is no example at all (hypothesis.reject()) and the test goes on."
+        )
+    return "\n".join(lines)
+
+
+def fresh_cache_note(recompiles: int, call: int, settings: Settings) -> str:
+    """The report's note where Hypothesis examples hit Dynamo's recompile limit and the checker
+    started a fresh compile cache."""
+    budget = settings.max_recompiles
+    verdict = (
+        f"max_recompiles={budget} (from {settings.source('max_recompiles')}) judges the "
+        "recompiles of all examples"
+        if budget is not None
+        else "no max_recompiles budget is set, so recompiles do not fail the test"
+    )
+    return (
+        f"recompile limit ({_compat.recompile_limit_setting()}) hit after {recompiles} "
+        f"recompiles at checker call {call}: started a fresh compile cache; {verdict}"
+    )
+
+
+def compile_refusal(
+    compiled: BaseException | None,
+    eager: BaseException | None,
+    settings: Settings,
+    context: str,
+) -> CompileParityFailure | None:
+    """The budget verdict where the compiler refused the call (Dynamo's recompile limit, a graph
+    break under fullgraph) and eager did not raise alike; None otherwise (parity judges it)."""
+    if compiled is None or (
+        eager is not None
+        and isinstance(_compat.user_exception(compiled), type(_compat.user_exception(eager)))
+    ):
+        return None
+    if _compat.is_recompile_limit_error(compiled):
+        return RecompileLimitExceeded(
+            "Dynamo hit its recompile limit, so this call would have run eagerly and "
+            f"shown no parity: {compiled}\n{context}"
+        )
+    if settings.fullgraph and _compat.is_graph_break_error(compiled):
+        return GraphBreakBudgetExceeded(
+            f"fullgraph=True (from {settings.source('fullgraph')}) but the program has a "
+            f"graph break: {first_line(compiled)}\n{context}"
+        )
+    return None

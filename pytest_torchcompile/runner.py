@@ -22,13 +22,17 @@ from pytest_torchcompile.accounting import Accountant
 from pytest_torchcompile.calls import Call, CallRunner
 from pytest_torchcompile.compiled import CompiledSide
 from pytest_torchcompile.errors import (
-    NOTE_PREFIX,
     CompileParityFailure,
-    GraphBreakBudgetExceeded,
     ParityError,
-    RecompileLimitExceeded,
 )
-from pytest_torchcompile.messages import exclusion_hints, first_line, inputs_note
+from pytest_torchcompile.messages import (
+    compile_refusal,
+    context_line,
+    first_line,
+    fresh_cache_note,
+    inputs_note,
+    rejection_note,
+)
 from pytest_torchcompile.records import CompileCounts, LeafError
 from pytest_torchcompile.settings import Settings, apply
 from pytest_torchcompile.snapshot import (
@@ -233,18 +237,8 @@ class Checker:
         """
         self.accountant.excuse_last_call()
         recompiles = len(self.accountant.counts()["recompiles"])
-        budget = self.settings.max_recompiles
-        verdict = (
-            f"max_recompiles={budget} (from {self.settings.source('max_recompiles')}) judges the "
-            "recompiles of all examples"
-            if budget is not None
-            else "no max_recompiles budget is set, so recompiles do not fail the test"
-        )
-        self.notes.append(
-            f"recompile limit ({_compat.recompile_limit_setting()}) hit after "
-            f"{recompiles - self._recompiles_before_cache} recompiles at checker call "
-            f"{self.calls}: started a fresh compile cache; {verdict}"
-        )
+        since = recompiles - self._recompiles_before_cache
+        self.notes.append(fresh_cache_note(since, self.calls, self.settings))
         self._recompiles_before_cache = recompiles
         _compat.reset_dynamo()
         self.compiled.forget()
@@ -254,21 +248,9 @@ class Checker:
     ) -> None:
         """A compiler refusal under fullgraph or the recompile limit is a budget verdict, not parity."""
         __tracebackhide__ = True
-        if compiled is None or (
-            eager is not None
-            and isinstance(_compat.user_exception(compiled), type(_compat.user_exception(eager)))
-        ):
-            return
-        if _compat.is_recompile_limit_error(compiled):
-            raise RecompileLimitExceeded(
-                "Dynamo hit its recompile limit, so this call would have run eagerly and "
-                f"shown no parity: {compiled}\n{self._context()}"
-            ) from compiled
-        if self.settings.fullgraph and _compat.is_graph_break_error(compiled):
-            raise GraphBreakBudgetExceeded(
-                f"fullgraph=True (from {self.settings.source('fullgraph')}) but the program has a "
-                f"graph break: {first_line(compiled)}\n{self._context()}"
-            ) from compiled
+        refusal = compile_refusal(compiled, eager, self.settings, self._context())
+        if refusal is not None:
+            raise refusal from compiled
 
     def _eager_rejected(
         self, exc: BaseException, args: tuple[Any, ...], kwargs: Mapping[str, Any]
@@ -286,18 +268,7 @@ class Checker:
             self.first_rejection = self.first_rejection or first_line(exc)
             reject()
         source = self.settings.source("reject_eager_errors")
-        lines = [
-            f"{NOTE_PREFIX}eager itself raised this on the call's inputs, and the compiled "
-            "run raised alike, so this is the program rejecting its input, not a miscompile.",
-            *inputs_note(args, kwargs).splitlines()[1:],
-            *(f"  {hint}" for hint in exclusion_hints(args, kwargs)),
-        ]
-        if self.examples:
-            lines.append(
-                f"  reject_eager_errors=False ({source}): with its default, True, an example "
-                "eager rejects is no example at all (hypothesis.reject()) and the test goes on."
-            )
-        exc.add_note("\n".join(lines))
+        exc.add_note(rejection_note(args, kwargs, source, examples=self.examples))
         raise exc
 
     def _note_devices(self, fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
@@ -310,16 +281,7 @@ class Checker:
                 self.devices_seen.append(str(tensor.device))
 
     def _context(self) -> str:
-        device = ",".join(self.devices_seen) or "cpu"
-        context = f"{self.settings.describe()} device={device}"
-        if any(seen.startswith("cuda") for seen in self.devices_seen):
-            # Both sides run under the caller's TF32 settings; the float64 reference never uses TF32.
-            matmul = torch.backends.cuda.matmul.allow_tf32
-            cudnn = torch.backends.cudnn.allow_tf32
-            context += (
-                f" tf32(matmul={'on' if matmul else 'off'}, cudnn={'on' if cudnn else 'off'})"
-            )
-        return context
+        return context_line(self.settings.describe(), self.devices_seen)
 
     def _record_errors(self, report: parity.ParityReport) -> dict[str, LeafError]:
         errors: dict[str, LeafError] = {}
