@@ -55,39 +55,8 @@ def write_repro(
     failure message (what the repro could not rebuild).
     """
     saver = _Saver({getattr(call.fn, "__module__", None) or "" for call in calls})
-    fill_ins: dict[int, _FillIn] = {}  # by id of the callable
-    saved_fns: dict[int, Any] = {}
-    for number, call in enumerate(calls, 1):
-        fn = call.fn
-        if id(fn) in fill_ins:
-            fill_ins[id(fn)].calls.append(number)
-        if id(fn) in saved_fns:
-            continue
-        reason = None
-        if isinstance(fn, torch.nn.Module):
-            local = _local_class(fn)
-            if local is None:
-                saver.modules |= _defining_modules(fn)
-                saved_fns[id(fn)] = fn
-                continue
-            reason = (
-                f"the module class {local} is defined inside a function, so the repro cannot "
-                "rebuild it; define it at module level for a standalone repro"
-            )
-        else:
-            mark = len(saver.notes)
-            standin = saver.save(fn, getattr(fn, "__qualname__", "the callable under test"))
-            if isinstance(standin, Placeholder):
-                reason = standin.reason
-                del saver.notes[mark:]  # the FILL IN note says it
-        if reason is None:
-            saved_fns[id(fn)] = standin
-            continue
-        fill_ins[id(fn)] = _FillIn(f"fn_{len(fill_ins)}", _described(fn), reason, [number])
-        saved_fns[id(fn)] = FillIn(fill_ins[id(fn)].name)
-    backend_module = settings.backend.partition(":")[0] if ":" in settings.backend else None
-    if backend_module is not None and backend_module in sys.modules:
-        saver.modules |= _defining_modules(sys.modules[backend_module])
+    saved_fns, fill_ins = _save_callables(calls, saver)
+    saver.modules |= _backend_modules(settings.backend)
     saved = [
         {
             "fn": saved_fns[id(call.fn)],
@@ -100,16 +69,87 @@ def write_repro(
     ]
     _copy_sources(saver.modules, directory / "source")
     torch.save({"calls": saved, "examples": examples}, directory / "calls.pt")
+    text = _repro_text(calls, settings, title, stage, saver, fill_ins)
+    (directory / "repro.py").write_text(text, encoding="utf-8")
+    notes = [
+        f"repro: {fill.reason}; repro.py saves the inputs: fill in its line `{fill.name} = ...` "
+        f"({fill.described})"
+        for fill in fill_ins
+    ]
+    return notes + [f"repro: {note}" for note in saver.notes]
+
+
+def _save_callables(calls: list[Call], saver: _Saver) -> tuple[dict[int, Any], list[_FillIn]]:
+    """What calls.pt holds for each distinct callable (by id), and the FILL IN lines of those
+    that cannot be rebuilt, each with the checker calls that use it."""
+    fill_ins: dict[int, _FillIn] = {}  # by id of the callable
+    saved_fns: dict[int, Any] = {}
+    for number, call in enumerate(calls, 1):
+        fn = call.fn
+        if id(fn) in fill_ins:
+            fill_ins[id(fn)].calls.append(number)
+        if id(fn) in saved_fns:
+            continue
+        saved, reason = _save_callable(fn, saver)
+        if reason is not None:
+            fill_ins[id(fn)] = _FillIn(f"fn_{len(fill_ins)}", _described(fn), reason, [number])
+            saved = FillIn(fill_ins[id(fn)].name)
+        saved_fns[id(fn)] = saved
+    return saved_fns, list(fill_ins.values())
+
+
+def _save_callable(fn: Any, saver: _Saver) -> tuple[Any, str | None]:
+    """What calls.pt holds for the callable under test, or None and why it cannot be rebuilt."""
+    if isinstance(fn, torch.nn.Module):
+        local = _local_class(fn)
+        if local is not None:
+            return None, (
+                f"the module class {local} is defined inside a function, so the repro cannot "
+                "rebuild it; define it at module level for a standalone repro"
+            )
+        saver.modules |= _defining_modules(fn)
+        return fn, None
+    mark = len(saver.notes)
+    standin = saver.save(fn, getattr(fn, "__qualname__", "the callable under test"))
+    if isinstance(standin, Placeholder):
+        del saver.notes[mark:]  # the FILL IN note says it
+        return None, standin.reason
+    return standin, None
+
+
+def _backend_modules(backend: str) -> set[str]:
+    """The project modules a `pkg.mod:attr` backend needs copies of (none for a named one)."""
+    backend_module = backend.partition(":")[0] if ":" in backend else None
+    if backend_module is not None and backend_module in sys.modules:
+        return _defining_modules(sys.modules[backend_module])
+    return set()
+
+
+def _repro_settings(settings: Settings) -> dict[str, Any]:
+    """The settings repro.py passes on; the tolerances only where the test set them."""
     chosen = {key: getattr(settings, key) for key in _REPRO_SETTINGS}
     if settings.rtol is None:
         del chosen["rtol"], chosen["atol"]
+    return chosen
+
+
+def _repro_text(
+    calls: list[Call],
+    settings: Settings,
+    title: str,
+    stage: str,
+    saver: _Saver,
+    fill_ins: list[_FillIn],
+) -> str:
+    """repro.py's source: the docstring, the makers, the FILL IN lines and the settings."""
     lines = [
         f"{fill.name} = ...  # FILL IN: the callable of checker call(s) "
         f"{', '.join(map(str, fill.calls))} of {title}: {fill.described}, could not be rebuilt: "
         f"{fill.reason}"
-        for fill in fill_ins.values()
+        for fill in fill_ins
     ]
-    text = _REPRO_TEMPLATE.format(
+    chosen = _repro_settings(settings)
+    return _REPRO_TEMPLATE.format(
         title=title,
         stage=(stage or "stage: not bisected (--compile-bisect=off)") + _random_note(calls),
         count=len(calls),
@@ -121,15 +161,8 @@ def write_repro(
         fill_ins="".join(f"{line}\n" for line in lines) + ("\n\n" if lines else ""),
         settings="{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in chosen.items()) + "}",
         table="{" + ", ".join(f"{n!r}: {n}" for n in saver.makers.values()) + "}",
-        fill_table="{" + ", ".join(f"{f.name!r}: {f.name}" for f in fill_ins.values()) + "}",
+        fill_table="{" + ", ".join(f"{f.name!r}: {f.name}" for f in fill_ins) + "}",
     )
-    (directory / "repro.py").write_text(text, encoding="utf-8")
-    notes = [
-        f"repro: {fill.reason}; repro.py saves the inputs: fill in its line `{fill.name} = ...` "
-        f"({fill.described})"
-        for fill in fill_ins.values()
-    ]
-    return notes + [f"repro: {note}" for note in saver.notes]
 
 
 @dataclass
