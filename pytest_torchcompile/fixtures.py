@@ -52,8 +52,8 @@ def compile_parity(request: pytest.FixtureRequest) -> Iterator[Checker | EagerOn
             compile_parity(model, torch.randn(8, 16, device=device))
             compile_parity(model, torch.randn(4, 16, device=device))  # a second shape
     """
+    from pytest_torchcompile.recorder import Recorder
     from pytest_torchcompile.runner import Checker, isolated
-    from pytest_torchcompile.triage import Recorder
 
     if request.config.stash[SESSION_KEY].parity == "off":
         yield EagerOnly()

@@ -1,12 +1,14 @@
-"""triage.py's pure parts: stage lines, what the Recorder keeps, rebuilding callables from source."""
+"""The pure parts of triage: stage lines (triage.py), what the Recorder keeps (recorder.py),
+rebuilding callables from source (repro.py)."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from pytest_torchcompile import triage
-from pytest_torchcompile.triage import Recorder, stage_backends, stage_line
+from pytest_torchcompile import repro, triage
+from pytest_torchcompile.recorder import Recorder
+from pytest_torchcompile.triage import stage_backends, stage_line
 
 
 def test_the_stages_end_with_the_configured_backend():
@@ -53,7 +55,7 @@ def test_the_recorder_copies_inputs_every_call_and_a_module_once():
 def test_a_lambda_is_rebuilt_from_its_own_source_with_what_it_closes_over():
     scale = 3.0
     pair = (lambda t: t + 1, lambda t: torch.relu(t) * scale)
-    code, imports, captured = triage._rebuild_source(pair[1], "make_fn_0")
+    code, imports, captured = repro._rebuild_source(pair[1], "make_fn_0")
     assert "return lambda t: torch.relu(t) * scale" in code
     assert code.startswith("def make_fn_0(scale):")
     assert (imports, captured) == ({"import torch"}, {"scale": 3.0})
@@ -72,7 +74,7 @@ def test_a_nested_function_loses_its_decorators_and_keeps_its_name():
     def double(t):
         return t * 2
 
-    code, _, captured = triage._rebuild_source(double, "make_fn_1")
+    code, _, captured = repro._rebuild_source(double, "make_fn_1")
     assert "@passthrough" not in code and "def double(t):" in code
     assert code.rstrip().endswith("return double") and captured == {}
 
@@ -99,7 +101,7 @@ def test_what_pickle_refuses_is_saved_as_stand_ins_and_resolved_back(tmp_path):
     from pytest_torchcompile.standins import Placeholder, resolve
 
     holder = _Holder()
-    saver = triage._Saver({__name__})
+    saver = repro._Saver({__name__})
     saved = saver.save(lambda t: holder.scale(t) + holder.weight, "fn")
     buffer = io.BytesIO()
     torch.save(saved, buffer)  # what calls.pt holds

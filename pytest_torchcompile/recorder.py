@@ -1,0 +1,87 @@
+"""What every checker call of a test leaves behind, so that a failing test can be replayed.
+
+A passing test pays only for this room: at the start of each check the Recorder keeps a copy of
+the inputs, the RNG state and (once per test and module) a copy of each module, so that the
+test's whole sequence of checker calls can be replayed later (replay.py) by the failure-only
+work: the stage bisect and artifacts (triage.py) and the standalone repro (repro.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pytest_torchcompile.sides import RngState
+from pytest_torchcompile.snapshot import clone_tree, leaves
+
+
+@dataclass
+class Call:
+    """One checker call as it started: the callable, copies of its inputs, the RNG state."""
+
+    fn: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+    rng: RngState
+    example: int  # the Hypothesis example it belongs to (0 outside Hypothesis)
+    diverged: bool = False  # the check raised ParityError
+    note: str = ""  # what its message said about a setting the checker chose (fallback_random)
+
+
+class Recorder:
+    """Keeps what each check was asked, so that a failing test can be replayed from its start.
+
+    Inputs are copied at every call (with their strides, offsets and aliasing); a module is
+    copied once per test, when first seen, and later calls refer to that copy, so a replay
+    evolves it through the calls as the test did. Changes the test makes to a module between
+    checks (an optimizer step outside the checker) are not recorded.
+    """
+
+    def __init__(self, *, examples: bool = False) -> None:
+        self.calls: list[Call] = []
+        self.examples = examples
+        self._modules: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
+        self._example_context: object | None = None  # kept, so its id is not reused
+        self._example = 0
+
+    def record(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> None:
+        memo: dict[int, Any] = {key: kept for key, (_, kept) in self._modules.items()}
+        fn_copy, args_copy, kwargs_copy = clone_tree((fn, args, dict(kwargs)), memo)
+        for leaf in _modules_in((fn, args, dict(kwargs))):
+            if id(leaf) not in self._modules:
+                self._modules[id(leaf)] = (leaf, memo[id(leaf)])
+        self.calls.append(
+            Call(fn_copy, args_copy, kwargs_copy, RngState.capture(), self._current_example())
+        )
+
+    def diverged(self, note: str = "") -> None:
+        self.calls[-1].diverged = True
+        self.calls[-1].note = note
+
+    def _current_example(self) -> int:
+        """Hypothesis runs each example in its own build context: a new one is a new example."""
+        if not self.examples:
+            return 0
+        from hypothesis.control import current_build_context
+
+        try:
+            context = current_build_context()
+        except Exception:  # no example is running (a check outside @given's body)
+            return self._example
+        if context is not self._example_context:
+            self._example_context = context
+            self._example += 1
+        return self._example
+
+
+def _modules_in(tree: Any) -> Iterator[torch.nn.Module]:
+    """The modules among a call's callable and inputs, found as the checker finds them."""
+    return (leaf for leaf in leaves(tree) if isinstance(leaf, torch.nn.Module))
+
+
+__all__ = ["Call", "Recorder"]

@@ -1,0 +1,47 @@
+"""Replaying a recorded sequence of checker calls in a fresh compile world, after a failure.
+
+The one routine the stage bisect, the artifacts (triage.py) and a standalone repro.py (repro.py)
+share: each replays the Recorder's calls in order, so failures that depend on earlier calls
+(stale caches, missing recompiles, dynamic shapes) show up again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_torchcompile.errors import ParityError
+from pytest_torchcompile.recorder import Call
+from pytest_torchcompile.runner import Checker, isolated
+from pytest_torchcompile.settings import Settings
+from pytest_torchcompile.snapshot import clone_tree
+
+
+@dataclass
+class Divergence:
+    """The first call of a replay whose check failed, and what it said."""
+
+    call: int  # 1-based, within the replayed sequence
+    message: str
+
+
+def replay(calls: list[Call], settings: Settings, *, examples: bool = False) -> Divergence | None:
+    """Check `calls` in order with a fresh checker in a fresh compile world; the first failure.
+
+    The calls are copied first, so the recording stays as it was. An exception that both sides
+    raised alike is what the test saw too; the replay goes on.
+    """
+    copies: list[Call] = clone_tree(calls)
+    checker = Checker(settings, examples=examples)
+    with isolated(checker.accountant):
+        for number, call in enumerate(copies, 1):
+            call.rng.restore()
+            try:
+                checker.check(call.fn, call.args, call.kwargs)
+            except ParityError as exc:
+                return Divergence(number, str(exc))
+            except Exception:  # raised alike on both sides, or a budget verdict: not a divergence
+                continue
+    return None
+
+
+__all__ = ["Divergence", "replay"]
