@@ -71,7 +71,7 @@ class ParityResult:
 
 
 class CallRecorder(Protocol):
-    """Told about every check, so that a failure can be replayed later (triage.py's Recorder)."""
+    """Told about every check, so that a failure can be replayed later (recorder.py's Recorder)."""
 
     def record(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
@@ -180,7 +180,7 @@ class Checker:
             **call.reruns(self.settings.backward),
         )
         self.last_report = report
-        errors = self._record_errors(report)
+        errors = _leaf_errors(report, self.largest_errors)
         self.notes += [note for note in report.notes if note not in self.notes]
         self.wall_time_s += time.perf_counter() - started
         self._raise_compile_failure(call.compiled.exception, call.eager.exception)
@@ -283,19 +283,6 @@ class Checker:
     def _context(self) -> str:
         return context_line(self.settings.describe(), self.devices_seen)
 
-    def _record_errors(self, report: parity.ParityReport) -> dict[str, LeafError]:
-        errors: dict[str, LeafError] = {}
-        for leaf in report.leaves:
-            error = LeafError(leaf=leaf.leaf, max_abs=leaf.max_abs, max_rel=leaf.max_rel)
-            errors[leaf.leaf] = error
-            seen = self.largest_errors.get(leaf.leaf)
-            if seen is None or (error["max_abs"], error["max_rel"]) > (
-                seen["max_abs"],
-                seen["max_rel"],
-            ):
-                self.largest_errors[leaf.leaf] = error
-        return errors
-
     def finish(self) -> None:
         """After the test: budgets over every call (and every Hypothesis example)."""
         __tracebackhide__ = True
@@ -306,6 +293,23 @@ class Checker:
             fullgraph=self.settings.fullgraph,
             source={name: self.settings.source(name) for name in names},
         )
+
+
+def _leaf_errors(
+    report: parity.ParityReport, largest: dict[str, LeafError]
+) -> dict[str, LeafError]:
+    """This call's error per leaf; `largest` (the test's, over every call) keeps the greatest."""
+    errors: dict[str, LeafError] = {}
+    for leaf in report.leaves:
+        error = LeafError(leaf=leaf.leaf, max_abs=leaf.max_abs, max_rel=leaf.max_rel)
+        errors[leaf.leaf] = error
+        seen = largest.get(leaf.leaf)
+        if seen is None or (error["max_abs"], error["max_rel"]) > (
+            seen["max_abs"],
+            seen["max_rel"],
+        ):
+            largest[leaf.leaf] = error
+    return errors
 
 
 @contextmanager
