@@ -81,7 +81,9 @@ class Side:
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
     cotangent_dtypes: list[torch.dtype] | None = None  # eager's output dtypes, for the reference
-    cudagraphs: bool = False  # outputs live in a CUDA graph's memory until the next replay
+    cudagraphs: bool = (
+        False  # outputs and gradients live in a CUDA graph's memory until the next replay
+    )
 
 
 def run_side(side: Side, backward: bool, around: Callable[[], Any]) -> parity.SideResult:
@@ -117,6 +119,8 @@ def run_side(side: Side, backward: bool, around: Callable[[], Any]) -> parity.Si
             name: None if g is None else g.detach()
             for name, g in zip(targets, computed, strict=True)
         }
+        if side.cudagraphs:  # a backward graph's outputs too, before another compile replays
+            grads = _owned(grads)
     return parity.SideResult(
         output=_owned(output) if side.cudagraphs else output,
         exception=None,
