@@ -445,15 +445,18 @@ def test_defaults_reach_every_case_in_100_examples() -> None:
 
 
 def test_4d_inputs_are_often_channels_last() -> None:
+    # About 13% of 4-D draws (1000 random examples, Hypothesis 6.170). Over 100 derandomized
+    # examples a count threshold sat inside the sampling noise (9 of 100 with Hypothesis
+    # 6.170.17); 300 examples at 8% put it 2.5 standard deviations below the rate.
     count = []
 
-    @settings(FAST, max_examples=100)
+    @settings(FAST, max_examples=300)
     @given(tcst.tensors(shapes=tcst.shapes(min_dims=4, max_dims=4)))
     def check(t: torch.Tensor) -> None:
         count.append(_channels_last(t))
 
     check()
-    assert sum(count) >= 10
+    assert sum(count) >= 0.08 * len(count)
 
 
 # --- tensors: device, gradients, groups -----------------------------------------------------
