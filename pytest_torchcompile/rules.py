@@ -25,7 +25,11 @@ re-run from the call's snapshot reproduces eager's first result (`reproduces`):
 
 Where the plain re-run does not reproduce eager, a third run tells why (`by_eager_spread`):
 eager's own run-to-run spread (atomics), which compiled is judged against, or a call the
-snapshot could not rebuild, which is named as the checker's limit and excuses nothing.
+snapshot could not rebuild, which is named as the checker's limit and excuses nothing. Where a
+leaf still fails after rules 1 and 2 though the re-run reproduced eager within the tolerance,
+a few more eager runs look for nondeterminism that landed alike (an atomic accumulation ordered
+one of two ways does so half the time): any run not equal to eager bit for bit is judged the
+same way.
 """
 
 from __future__ import annotations
@@ -135,34 +139,35 @@ def by_eager_spread(
     name: str,
     e: Tensor,
     c: Tensor,
-    second: Tensor,
-    third: Tensor,
+    samples: list[Tensor],
     rtol: float,
     atol: float,
     differs: str,
 ) -> Judgement:
-    """A leaf the second eager run does not reproduce (`differs` says how), told apart by a third.
+    """A leaf that eager's re-runs `samples` (from the call's snapshot) do not all reproduce
+    bit for bit (`differs` says how), told apart by the samples themselves.
 
-    Where the two re-runs from the snapshot agree bit for bit and only the first eager run
-    differs, the snapshot did not rebuild the call: the checker's limit, named as such, and
-    nothing is excused. Where they differ too, eager is nondeterministic here (atomics,
-    nondeterministic algorithms): compiled passes within the plain tolerance plus the largest
-    difference between eager's three runs, with a note naming the leaf and the spread.
+    Where two or more re-runs agree bit for bit with each other and none with the first eager
+    run, the snapshot did not rebuild the call: the checker's limit, named as such, and nothing
+    is excused. Otherwise eager is nondeterministic here (atomics, nondeterministic algorithms):
+    compiled passes within the plain tolerance plus the largest difference between eager's
+    runs, with a note naming the leaf and the spread.
     """
-    if identical(second, third):
+    if len(samples) > 1 and all(identical(samples[0], other) for other in samples[1:]):
         line = (
-            f"  Two plain eager re-runs from the checker's snapshot agree bit for bit with each "
-            f"other but not with the first eager run ({differs}): the checker could not rebuild "
-            "this call's state exactly. That is a limitation of the checker, not eager's "
+            f"  {len(samples)} plain eager re-runs from the checker's snapshot agree bit for bit "
+            f"with each other but not with the first eager run ({differs}): the checker could not "
+            "rebuild this call's state exactly. That is a limitation of the checker, not eager's "
             "nondeterminism nor a verdict on the compiler, so nothing is excused; please report "
             "it with the repro."
         )
         return Judgement(scan_leaf(c, e, rtol, atol), [line])
-    spread = max(distance(a, b).value for a, b in ((second, e), (third, e), (second, third)))
+    runs = [e, *samples]
+    spread = max(distance(a, b).value for i, a in enumerate(runs) for b in runs[i + 1 :])
     verdict = scan_leaf(c, e, rtol, atol, reference=e, slack=spread)
     rule = (
-        f"eager is nondeterministic here: three eager runs from one snapshot differ by up to "
-        f"{num(spread)} ({differs})"
+        f"eager is nondeterministic here: {len(runs)} eager runs from one snapshot differ by up "
+        f"to {num(spread)} ({differs})"
     )
     if not verdict.mismatched:
         note = f"{name}: {rule}; compiled is within that run-to-run spread"

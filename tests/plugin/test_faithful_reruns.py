@@ -70,7 +70,7 @@ def test_eager_nondeterminism_is_judged_by_eager_spread_and_blames_no_stage(pyte
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(
         [
-            "*output: eager is nondeterministic here: three eager runs from one snapshot differ "
+            "*output: eager is nondeterministic here: 3 eager runs from one snapshot differ "
             "by up to 0.0002441*compiled is within that run-to-run spread",
         ]
     )

@@ -47,18 +47,18 @@ def test_by_eager_spread_passes_within_eager_spread_with_a_note() -> None:
     e = torch.tensor([1.0, 2.0, 3.0, 4.0])
     jitter = torch.tensor([0.0, 2.0**-12, 0.0, 0.0])
     judged = rules.by_eager_spread(
-        "grad of input 0", e, e - jitter, e + jitter, e, *F32, "two eager runs differ ..."
+        "grad of input 0", e, e - jitter, [e + jitter, e], *F32, "two eager runs differ ..."
     )
     assert judged.passed and judged.nondeterministic
     assert judged.note.startswith("grad of input 0: eager is nondeterministic here")
-    beyond = rules.by_eager_spread("x", e, e + 4 * jitter, e + jitter, e, *F32, "...")
+    beyond = rules.by_eager_spread("x", e, e + 4 * jitter, [e + jitter, e], *F32, "...")
     assert not beyond.passed and "outside it at 1 element(s)" in beyond.lines[0]
 
 
 def test_by_eager_spread_names_a_call_the_snapshot_could_not_rebuild() -> None:
     e = torch.tensor([1.0, 2.0])
     again = torch.tensor([1.5, 2.0])
-    judged = rules.by_eager_spread("output", e, again, again.clone(), again.clone(), *F32, "how")
+    judged = rules.by_eager_spread("output", e, again, [again, again.clone()], *F32, "how")
     assert not judged.passed and not judged.nondeterministic
     assert "limitation of the checker" in judged.lines[0]
 
