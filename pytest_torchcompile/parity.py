@@ -13,6 +13,7 @@ needs (the float64 reference, eager's rounding noise, eager again), lazily and a
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -276,6 +277,28 @@ class _PlainVerdicts:
         return settled if settled is not None and settled.judges(c, e, rtol, atol) else None
 
 
+_NONDETERMINISM_ALERTS = ("does not have a deterministic implementation", "is not deterministic")
+
+
+def _nondeterminism_alerts(run: Callable[[], Any]) -> bool:
+    """Whether `run` uses an operation torch knows to be nondeterministic: run under
+    `torch.use_deterministic_algorithms(True, warn_only=True)`, whose alerts are warnings with
+    these texts (torch/csrc and ATen's alertNotDeterministic, CuBLAS's workspace alert). The
+    previous deterministic setting is restored; what `run` raises is ignored."""
+    enabled = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        torch.use_deterministic_algorithms(True, warn_only=True)
+        try:
+            run()
+        except Exception:
+            pass
+        finally:
+            torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
+    return any(alert in str(w.message) for w in caught for alert in _NONDETERMINISM_ALERTS)
+
+
 LATE_SAMPLES = 4
 """More eager runs, at most, where a failing leaf's second run happened to reproduce eager: an
 atomic accumulation ordered one of two ways lands alike in five runs once in 32."""
@@ -299,6 +322,8 @@ class _Reruns:
         self.eager_again = _Rerun(eager_again)
         self.eager_third = _Rerun(eager_again)  # the same plain re-run once more
         self._late = [_Rerun(eager_again) for _ in range(LATE_SAMPLES)]  # shared by the leaves
+        self._eager_thunk = eager_again
+        self._alerted: bool | None = None
         self.perturbed = _Rerun(perturbed)
         self.noise_base = _Rerun(noise_base)
 
@@ -320,6 +345,16 @@ class _Reruns:
                 worst = num(distance(value, e).value)
                 return samples, f"eager runs differ at {differing} element(s) by up to {worst}"
         return [], ""
+
+    def nondeterminism_alerted(self) -> bool:
+        """Whether torch alerts that the call is nondeterministic: one more eager run under
+        `torch.use_deterministic_algorithms(True, warn_only=True)` (not a sample: kernels with
+        a deterministic alternative switch to it there), its warnings read. Run once a call."""
+        if self._alerted is None:
+            self._alerted = self._eager_thunk is not None and _nondeterminism_alerts(
+                self._eager_thunk
+            )
+        return self._alerted
 
     @property
     def rules_given(self) -> bool:
@@ -627,7 +662,10 @@ class _Comparer:
             lines.append(f"  {rules.nondeterministic_text(differs)}")
             self._failed(name, lines, plain, nondeterministic=True)
             return
-        judged = rules.by_eager_spread(name, e, c, [second, third], rtol, atol, differs)
+        samples = [second, third]
+        judged = rules.by_eager_spread(
+            name, e, c, samples, rtol, atol, differs, self.reruns.nondeterminism_alerted
+        )
         if judged.passed and not problems:
             max_abs, max_rel = plain.abs_all.value, plain.rel_all.value
             self.leaves.append(LeafComparison(name, True, max_abs, max_rel, "", note=judged.note))

@@ -35,6 +35,7 @@ same way.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -143,17 +144,22 @@ def by_eager_spread(
     rtol: float,
     atol: float,
     differs: str,
+    alerted: Callable[[], bool] = lambda: False,
 ) -> Judgement:
     """A leaf that eager's re-runs `samples` (from the call's snapshot) do not all reproduce
-    bit for bit (`differs` says how), told apart by the samples themselves.
+    bit for bit (`differs` says how), told apart by the samples and by torch itself.
 
     Where two or more re-runs agree bit for bit with each other and none with the first eager
-    run, the snapshot did not rebuild the call: the checker's limit, named as such, and nothing
-    is excused. Otherwise eager is nondeterministic here (atomics, nondeterministic algorithms):
-    compiled passes within the plain tolerance plus the largest difference between eager's
-    runs, with a note naming the leaf and the spread.
+    run, and torch raises no nondeterminism alert for the call (`alerted`: an eager run under
+    `torch.use_deterministic_algorithms(True, warn_only=True)` warned), the snapshot did not
+    rebuild the call: the checker's limit, named as such, and nothing is excused. Otherwise
+    eager is nondeterministic here (atomics, nondeterministic algorithms: re-runs may still
+    agree with each other, the first run landing otherwise): compiled passes within the plain
+    tolerance plus the largest difference between eager's runs, with a note naming the leaf
+    and the spread.
     """
-    if len(samples) > 1 and all(identical(samples[0], other) for other in samples[1:]):
+    agreeing = len(samples) > 1 and all(identical(samples[0], other) for other in samples[1:])
+    if agreeing and not alerted():
         line = (
             f"  {len(samples)} plain eager re-runs from the checker's snapshot agree bit for bit "
             f"with each other but not with the first eager run ({differs}): the checker could not "

@@ -6,6 +6,7 @@ import collections
 import dataclasses
 import itertools
 import re
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -362,6 +363,21 @@ def test_nondeterminism_a_second_run_hid_is_found_by_more_runs() -> None:
     deterministic = Counter(side(e.clone()))
     fails("values are not close", side(e), side(e + ulp), eager_again=deterministic)
     assert deterministic.calls == 1 + parity.LATE_SAMPLES
+
+
+def test_agreeing_re_runs_of_a_call_torch_alerts_about_are_eager_spread() -> None:
+    e = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    again = e + torch.tensor([0.0, 2.0**-12, 0.0, 0.0])
+
+    def alerting() -> SideResult:  # as ATen's alertNotDeterministic warns under warn_only
+        warnings.warn(
+            "scatter_add_cuda_kernel does not have a deterministic implementation", stacklevel=2
+        )
+        return side(again.clone())
+
+    report = passes(side(e), side(again), eager_again=alerting)
+    assert "eager is nondeterministic here" in report.notes[0]
+    assert not torch.are_deterministic_algorithms_enabled()  # the alert run restores it
 
 
 def test_compiled_beyond_eager_run_to_run_spread_fails_and_is_not_blamed_on_a_stage() -> None:

@@ -69,3 +69,14 @@ def test_identical_is_bitwise_with_nan_equal_to_nan() -> None:
     assert not rules.identical(nan, torch.tensor([float("nan"), 1.0 + 2**-23]))
     assert not rules.identical(torch.zeros(2), torch.zeros(2, dtype=torch.float64))
     assert rules.identical(3, 3) and not rules.identical(torch.zeros(1), 0.0)
+
+
+def test_by_eager_spread_trusts_torch_alert_over_agreeing_re_runs() -> None:
+    # cummin's float16 backward on an H100: the two re-runs agreed bit for bit, the first run
+    # landed otherwise; torch alerts that the backward (a scatter-add) is nondeterministic.
+    e = torch.tensor([1.0, 2.0])
+    again = torch.tensor([1.0 + 2.0**-12, 2.0])
+    judged = rules.by_eager_spread(
+        "grad", e, again, [again, again.clone()], *F32, "how", alerted=lambda: True
+    )
+    assert judged.passed and judged.nondeterministic
