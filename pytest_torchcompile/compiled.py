@@ -157,13 +157,7 @@ class CompiledSide:
         if isinstance(fn, torch.nn.Module) and entry.module_copy is not None:
             memo.update(tensor_pairs(fn, entry.module_copy))
         copies = Copies(memo)
-        side = Side(
-            entry.compiled,
-            entry.module_copy,
-            compiled_args,
-            compiled_kwargs,
-            cudagraphs=self.settings.uses_cudagraphs,
-        )
+        side = self._side(entry.compiled, entry.module_copy, compiled_args, compiled_kwargs)
         assert self._random_aware is not None  # made by _compiled_for
         self._random_aware.drew = False
         around = functools.partial(self._observe, entry)
@@ -173,6 +167,16 @@ class CompiledSide:
         # of their state by the caller's, which they were synced from.
         now = state_left(result, side)
         return result, bool(watch.attributes_changed(now) or copies.rebound(now)), copies
+
+    def _side(
+        self,
+        compiled: Callable[..., Any],
+        module_copy: torch.nn.Module | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> Side:
+        """A compiled callable's side; under CUDA graphs its results are copied out of the pool."""
+        return Side(compiled, module_copy, args, kwargs, cudagraphs=self.settings.uses_cudagraphs)
 
     @contextmanager
     def _observe(self, entry: Compiled) -> Iterator[None]:
@@ -215,13 +219,7 @@ class CompiledSide:
             )
             as_user = entry.as_user = AsUser(module_copy, compiled)
         _, user_args, user_kwargs = clone_tree((None, args, dict(kwargs)))
-        side = Side(
-            as_user.compiled,
-            as_user.module_copy,
-            user_args,
-            user_kwargs,
-            cudagraphs=self.settings.uses_cudagraphs,
-        )
+        side = self._side(as_user.compiled, as_user.module_copy, user_args, user_kwargs)
         result = run_side(side, self.settings.backward, nothing)
         if result.exception is not None and _compat.is_recompile_limit_error(result.exception):
             return None
