@@ -37,6 +37,14 @@ _DRAWING_FUNCTIONS = frozenset(
     }
 )
 _GRAPH_CALLS = frozenset({"call_function", "call_method"})
+_DROPOUTS = (
+    torch.nn.Dropout,
+    torch.nn.Dropout1d,
+    torch.nn.Dropout2d,
+    torch.nn.Dropout3d,
+    torch.nn.AlphaDropout,
+    torch.nn.FeatureAlphaDropout,
+)
 
 
 def draws_random(gm: torch.fx.GraphModule) -> bool:
@@ -63,7 +71,7 @@ def draws_random(gm: torch.fx.GraphModule) -> bool:
 
 def _module_draws(module: torch.nn.Module) -> bool:
     """A module Dynamo left as a call_module (it inlines most): dropout and RReLU in training."""
-    if isinstance(module, torch.nn.modules.dropout._DropoutNd):
+    if isinstance(module, _DROPOUTS):
         return module.training and module.p != 0
     return isinstance(module, torch.nn.RReLU) and module.training
 
