@@ -156,20 +156,20 @@ class CallRunner:
         shared = self._shared_containers(fn)
         before = shared.snapshot()
 
-        def compiled_run() -> tuple[parity.SideResult, bool, Copies]:
+        def compiled_again() -> tuple[parity.SideResult, bool, Copies]:
             rng.restore()
             shared.restore(before)
             return self.compiled.run(fn, args, kwargs, watch)
 
-        compiled, moved, copies = compiled_run()
+        compiled, moved, copies = self.compiled.run(fn, args, kwargs, watch)
         if self._examples and _recompile_limit_hit(compiled):
             self._on_recompile_limit()
-            compiled, moved_again, copies = compiled_run()
+            compiled, moved_again, copies = compiled_again()
             moved = moved or moved_again
         fault = faults.classify(compiled.exception)
         if fault is not None:  # not the compiler's doing: retried with a fresh cache, or raised
             outcome = faults.recover(
-                fault, compiled_run, lambda r: r[0].exception, self._notes, self._context()
+                fault, compiled_again, lambda r: r[0].exception, self._notes, self._context()
             )
             compiled, moved_again, copies = outcome
             moved = moved or moved_again
