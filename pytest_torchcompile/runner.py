@@ -160,7 +160,16 @@ class Checker:
     def check(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> ParityResult:
-        """One checked call: both sides run, compared, and a divergence raised."""
+        """One checked call: both sides run, compared, and a divergence raised. What
+        torch.compile switches process-wide (distributions' argument validation...) is put back
+        afterwards, so the test goes on as it would without the check."""
+        __tracebackhide__ = True
+        with _compat.process_switches_kept():
+            return self._check(fn, args, kwargs)
+
+    def _check(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> ParityResult:
         __tracebackhide__ = True
         if not callable(fn):
             raise TypeError(
