@@ -213,6 +213,30 @@ def version_counter(tensor: torch.Tensor) -> int | None:
         return None
 
 
+@contextmanager
+def process_switches_kept() -> Iterator[None]:
+    """Put back, on the way out, what a check may switch for the whole process.
+
+    The first torch.compile in a process calls
+    `torch.distributions.Distribution.set_default_validate_args(False)` (torch/_dynamo/
+    eval_frame.py) for good; a test that expects a distribution to reject its arguments would
+    then see none of it. Grad mode, the default dtype, the deterministic-algorithms flags and the
+    warnings filters are kept the same way. The RNG is left as the eager call leaves it.
+    """
+    validate = torch.distributions.Distribution._validate_args
+    grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
+    deterministic = torch.are_deterministic_algorithms_enabled()
+    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    with warnings.catch_warnings():  # the filters, restored on exit
+        try:
+            yield
+        finally:
+            torch.distributions.Distribution.set_default_validate_args(validate)
+            torch.set_grad_enabled(grad)
+            torch.set_default_dtype(dtype)
+            torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+
+
 # --- compile failures (lead) ---
 
 
@@ -730,27 +754,3 @@ def is_cpp_compile_error(exc: BaseException) -> bool:
     from torch._inductor import exc as inductor_exc
 
     return isinstance(exc, inductor_exc.CppCompileError)
-
-
-@contextmanager
-def process_switches_kept() -> Iterator[None]:
-    """Put back, on the way out, what a check may switch for the whole process.
-
-    The first torch.compile in a process calls
-    `torch.distributions.Distribution.set_default_validate_args(False)` (torch/_dynamo/
-    eval_frame.py) for good; a test that expects a distribution to reject its arguments would
-    then see none of it. Grad mode, the default dtype, the deterministic-algorithms flags and the
-    warnings filters are kept the same way. The RNG is left as the eager call leaves it.
-    """
-    validate = torch.distributions.Distribution._validate_args
-    grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    with warnings.catch_warnings():  # the filters, restored on exit
-        try:
-            yield
-        finally:
-            torch.distributions.Distribution.set_default_validate_args(validate)
-            torch.set_grad_enabled(grad)
-            torch.set_default_dtype(dtype)
-            torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
