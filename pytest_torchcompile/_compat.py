@@ -652,7 +652,8 @@ def structured_trace(log_file: str, on_artifact: Callable[[str, str], None]) -> 
     trace_log.addHandler(writer)
     trace_log.addHandler(split)
     try:
-        yield
+        with structured_trace_contained():  # triage runs after the check's own containment
+            yield
     finally:
         trace_log.removeHandler(split)
         trace_log.removeHandler(writer)
@@ -754,3 +755,21 @@ def is_cpp_compile_error(exc: BaseException) -> bool:
     from torch._inductor import exc as inductor_exc
 
     return isinstance(exc, inductor_exc.CppCompileError)
+
+
+def pytree_children(value: Any) -> list[tuple[str, Any]] | None:
+    """One level of a value whose type is registered with torch's pytree, or None.
+
+    Each child comes with the suffix torch's key path gives it (`[0]`, `['k']`, `.name`); a
+    registration without keys numbers its children.
+    """
+    from torch.utils import _pytree
+
+    node = _pytree.SUPPORTED_NODES.get(type(value))
+    if node is None:
+        return None
+    if node.flatten_with_keys_fn is not None:
+        keyed, _ = node.flatten_with_keys_fn(value)
+        return [(str(key), child) for key, child in keyed]
+    children, _ = node.flatten_fn(value)
+    return [(f"[{index}]", child) for index, child in enumerate(children)]

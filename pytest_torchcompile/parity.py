@@ -21,7 +21,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pytest_torchcompile import _compat, rules
+from pytest_torchcompile import _compat, rules, trees
 from pytest_torchcompile.closeness import (
     Scan,
     Settled,
@@ -109,6 +109,7 @@ class LeafComparison:
     message: str  # empty when ok; otherwise the full explanation, context line included
     nondeterministic: bool = False  # two eager runs already disagree at this leaf
     note: str = ""  # what a passing leaf's verdict rested on that the reader should know
+    compared: bool = True  # False: a leaf of a type the checker cannot compare (see `note`)
 
 
 @dataclass
@@ -550,6 +551,12 @@ class _Comparer:
             wide = torch.float64 if isinstance(e, float) else torch.complex128
             e_t, c_t = torch.tensor(e, dtype=wide), torch.tensor(c, dtype=wide)
             self._values(name, e_t, c_t, [], section)
+        elif e is not c and not trees.comparable(e):
+            note = (
+                f"{name}: cannot compare a {type(e).__qualname__} (it has no pytree "
+                "registration, __tensor_flatten__, to_dense() or equality of its own)"
+            )
+            self.leaves.append(LeafComparison(name, True, 0.0, 0.0, "", note=note, compared=False))
         else:
             try:
                 equal = bool(e == c)
@@ -731,23 +738,8 @@ _ABSENT = _Absent()
 
 
 def _children(value: Any) -> list[tuple[str, Any]] | None:
-    """A container's children with the suffix each adds to its parent's name; None for a leaf."""
-    if isinstance(value, Tensor | torch.Size):
-        return None
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [(f".{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value)]
-    if isinstance(value, tuple):
-        # namedtuples have _fields; torch.return_types (structseqs) have __match_args__
-        cls = type(value)
-        names: tuple[str, ...] = getattr(cls, "_fields", ()) or getattr(cls, "__match_args__", ())
-        if len(names) == len(value):
-            return [(f".{n}", v) for n, v in zip(names, value, strict=True)]
-        return [(f"[{i}]", v) for i, v in enumerate(value)]
-    if isinstance(value, list):
-        return [(f"[{i}]", v) for i, v in enumerate(value)]
-    if isinstance(value, dict):
-        return [(f"[{k!r}]", v) for k, v in value.items()]
-    return None
+    """A node's children with the suffix each adds to its parent's name; None for a leaf."""
+    return trees.children(value, inner_tensors=True)
 
 
 def _index(side: SideResult) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_torchcompile import budgets
+from pytest_torchcompile import budgets, coverage
 from pytest_torchcompile.errors import NOTE_PREFIX
 from pytest_torchcompile.fixtures import (
     CHECKER_KEY,
@@ -25,7 +25,7 @@ from pytest_torchcompile.fixtures import (
     device,
     worker_gpu,
 )
-from pytest_torchcompile.records import ParityRecord
+from pytest_torchcompile.records import CoverageRecord, ParityRecord
 from pytest_torchcompile.report import (
     intercept_summary_lines,
     json_report,
@@ -48,12 +48,15 @@ from pytest_torchcompile.settings import (
 )
 
 if TYPE_CHECKING:
+    from pytest_torchcompile.callsites import Constructions
     from pytest_torchcompile.intercept import Interceptor
 
 __all__ = ["compile_parity", "device"]
 
 MARKER = "compile_parity"
 RECORD_KEY = pytest.StashKey[ParityRecord]()
+COVERAGE_KEY = pytest.StashKey[CoverageRecord]()  # intercepted tests: classes reached
+CONSTRUCTIONS_KEY = pytest.StashKey["Constructions"]()  # intercepted tests: classes constructed
 RUN_KEY = pytest.StashKey["_Run"]()
 COLLECTED_OUTPUT = "torchcompile_collected"  # workeroutput key: the node ids a worker collected
 GPU_OUTPUT = "torchcompile_gpu"  # workeroutput key: the GPU a worker ran its CUDA tests on
@@ -77,6 +80,7 @@ class _Run:
     verdicts: dict[str, budgets.BudgetVerdict] | None = None  # when checking a budget file
     updated: str | None = None  # what --compile-budgets-update wrote, for the summary
     checked_calls: set[Any] = field(default_factory=set)  # intercepted call signatures checked
+    coverage: list[CoverageRecord] = field(default_factory=list)  # one per intercepted test
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -230,23 +234,46 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
         return
     interceptor = _interceptor(item)
     _relax_hypothesis_for_compiles(item, intercepted=interceptor is not None)
+    checker = interceptor.checker if interceptor is not None else None
     try:
         if interceptor is None:
             yield
         else:
-            with interceptor:
+            with _constructions(item), interceptor:
                 yield
     except BaseException as exc:
         _finish(item, check=False, interceptor=interceptor)
-        _triage(item, exc)
+        _triage(item, exc, checker or item.stash.get(CHECKER_KEY, None))
         raise
-    _finish(item, check=True, interceptor=interceptor)
+    try:
+        _finish(item, check=True, interceptor=interceptor)
+    except BaseException as exc:  # an intercepted test's divergences are raised here
+        _triage(item, exc, checker)
+        raise
 
 
-def _triage(item: pytest.Item, exc: BaseException) -> None:
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
+    """An intercepted test's fixtures construct modules too: the coverage table names them."""
+    if not _intercepted(item) or "torch" not in sys.modules:
+        return (yield)
+    with _constructions(item):
+        return (yield)
+
+
+def _constructions(item: pytest.Item) -> Constructions:
+    """The test's record of module classes constructed, kept from setup to the call."""
+    found = item.stash.get(CONSTRUCTIONS_KEY, None)
+    if found is None:
+        from pytest_torchcompile.callsites import Constructions
+
+        found = item.stash[CONSTRUCTIONS_KEY] = Constructions()
+    return found
+
+
+def _triage(item: pytest.Item, exc: BaseException, checker: Any) -> None:
     """After a parity failure: the stage that diverged, a repro and the compiler's artifacts,
     added to the failure message (as a note) and to the test's record."""
-    checker = item.stash.get(CHECKER_KEY, None)
     recorder = getattr(checker, "recorder", None)
     if checker is None or recorder is None or not recorder.calls or not _parity_failure(exc):
         return
@@ -286,14 +313,22 @@ def _parity_failure(exc: BaseException) -> bool:
     return isinstance(exc, ParityError)
 
 
+def _intercepted(item: pytest.Item) -> bool:
+    """Whether the test's module calls are intercepted: it does not use the checker, and the
+    mode is all or the test is marked."""
+    session = item.config.stash[SESSION_KEY]
+    if session.parity == "off" or "compile_parity" in getattr(item, "fixturenames", ()):
+        return False
+    return session.parity == "all" or item.get_closest_marker(MARKER) is not None
+
+
 def _interceptor(item: pytest.Item) -> Interceptor | None:
     """The Interceptor for a test that does not use the checker, where the mode asks for one."""
+    if not _intercepted(item):
+        return None
     session = item.config.stash[SESSION_KEY]
-    if "compile_parity" in getattr(item, "fixturenames", ()):
-        return None
-    if session.parity != "all" and item.get_closest_marker(MARKER) is None:
-        return None
-    from pytest_torchcompile.intercept import Interceptor, Selection
+    from pytest_torchcompile.intercept import Interceptor
+    from pytest_torchcompile.selection import Selection
 
     # A marked test's settings were resolved (and validated) at collection.
     settings = item.stash.get(SETTINGS_KEY, None) or item.config.stash[SESSION_TEST_SETTINGS]
@@ -302,7 +337,8 @@ def _interceptor(item: pytest.Item) -> Interceptor | None:
         exclude=session.parity_exclude,
         every_call=session.parity_every_call,
     )
-    return Interceptor(settings, selection, item.config.stash[RUN_KEY].checked_calls)
+    checked = item.config.stash[RUN_KEY].checked_calls
+    return Interceptor(settings, selection, checked, _constructions(item))
 
 
 def _finish(item: pytest.Item, check: bool, interceptor: Interceptor | None = None) -> None:
@@ -310,6 +346,14 @@ def _finish(item: pytest.Item, check: bool, interceptor: Interceptor | None = No
     __tracebackhide__ = True
     checker = interceptor.checker if interceptor is not None else item.stash.get(CHECKER_KEY, None)
     marked = item.get_closest_marker(MARKER) is not None
+    if interceptor is not None:
+        constructed = item.stash.get(CONSTRUCTIONS_KEY, None)
+        item.stash[COVERAGE_KEY] = CoverageRecord(
+            nodeid=item.nodeid,
+            constructed=sorted(constructed.classes) if constructed is not None else [],
+            calls=interceptor.module_calls(),
+            inside_checked=sorted(interceptor.inside_checked),
+        )
     if check and marked and interceptor is not None and interceptor.outermost_calls == 0:
         from pytest_torchcompile.errors import UnusedCheckerError
 
@@ -412,6 +456,9 @@ def pytest_runtest_makereport(
     record = item.stash.get(RECORD_KEY, None)
     if record is not None and report.when == "call":
         report.torchcompile = {**record, "verdict": report.outcome}  # type: ignore[attr-defined]
+    reached = item.stash.get(COVERAGE_KEY, None)
+    if reached is not None and report.when == "call":
+        report.torchcompile_coverage = reached  # type: ignore[attr-defined]
     return report
 
 
@@ -452,6 +499,9 @@ class _SessionHooks:
         record: ParityRecord | None = getattr(report, "torchcompile", None)
         if record is not None:
             self._run.records.append(record)
+        reached: CoverageRecord | None = getattr(report, "torchcompile_coverage", None)
+        if reached is not None:
+            self._run.coverage.append(reached)
 
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Write the budget file and the JSON report, once, in the process that is no worker."""
@@ -483,6 +533,8 @@ class _SessionHooks:
             document = json_report(
                 run.records, versions=runtime_versions(), budget_verdicts=run.verdicts
             )
+            if run.coverage:
+                document["coverage"] = coverage.json_coverage(run.coverage)
             save_json(run.report_path, document)
 
     def _tell_controller_the_gpu(self) -> None:
@@ -504,7 +556,7 @@ class _SessionHooks:
             "artifacts" in record or "rejected" in record for record in run.records
         )
         lines = summary_lines(run.records, run.verdicts) if run.report_path or notable else []
-        lines += intercept_summary_lines(run.records)
+        lines += intercept_summary_lines(run.records) + coverage.summary_lines(run.coverage)
         if run.updated is not None:
             lines.append(f"compile budgets updated: {run.updated}")
         if self._settings.report is not None:

@@ -71,6 +71,15 @@ class ModuleCallRecord(TypedDict):
     calls: int
 
 
+class CoverageRecord(TypedDict):
+    """Module classes one intercepted test constructed and called, and what its checks reached."""
+
+    nodeid: str
+    constructed: list[str]  # qualified names of the classes constructed in setup and body
+    calls: list[ModuleCallRecord]  # its outermost module calls, by class, outcome and reason
+    inside_checked: list[str]  # classes of submodules of the calls it checked
+
+
 class ParityRecord(TypedDict):
     """Everything the plugin knows about one parity test; rides on the pytest report."""
 

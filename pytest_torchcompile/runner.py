@@ -162,9 +162,10 @@ class Checker:
     ) -> ParityResult:
         """One checked call: both sides run, compared, and a divergence raised. What
         torch.compile switches process-wide (distributions' argument validation...) is put back
-        afterwards, so the test goes on as it would without the check."""
+        afterwards, so the test goes on as it would without the check. Dynamo's trace records
+        are kept out of the log capture of whichever test phase the check runs in."""
         __tracebackhide__ = True
-        with _compat.process_switches_kept():
+        with _compat.process_switches_kept(), _compat.structured_trace_contained():
             return self._check(fn, args, kwargs)
 
     def _check(

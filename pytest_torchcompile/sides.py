@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import parity, pystate
+from pytest_torchcompile import parity, pystate, trees
 from pytest_torchcompile.snapshot import named_inputs, rebuild_tuple, state_after
 
 COTANGENT_SEED = 20240613  # fixed, so eager and compiled backward get the same cotangents
@@ -36,23 +36,16 @@ def _grad_targets(
 
 
 def differentiable_outputs(output: Any) -> list[torch.Tensor]:
+    """The output's floating tensors that require grad, found as parity walks the output."""
     found: list[torch.Tensor] = []
-
-    def visit(obj: Any) -> None:
-        if isinstance(obj, torch.Tensor):
-            if obj.requires_grad and (obj.is_floating_point() or obj.is_complex()):
-                found.append(obj)
-        elif isinstance(obj, (tuple, list)):
-            for item in obj:
-                visit(item)
-        elif isinstance(obj, dict):
-            for item in obj.values():
-                visit(item)
-        elif hasattr(obj, "__dataclass_fields__"):
-            for name in obj.__dataclass_fields__:
-                visit(getattr(obj, name))
-
-    visit(output)
+    pending = [output]  # a stack: outputs in order, depth first
+    while pending:
+        value = pending.pop()
+        if isinstance(value, torch.Tensor):
+            if value.requires_grad and (value.is_floating_point() or value.is_complex()):
+                found.append(value)
+        else:
+            pending += reversed([child for _, child in trees.children(value) or []])
     return found
 
 

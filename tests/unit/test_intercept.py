@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_torchcompile.intercept import Selection, _inputs_signature, _Skip
+from pytest_torchcompile.selection import Selection, Skip, inputs_signature
 from pytest_torchcompile.settings import SettingError, session_from_config
 
 
@@ -33,10 +33,10 @@ def test_selection_by_qualified_or_class_name(selection, name, reason):
 
 def test_signature_tells_shapes_layouts_and_python_values_apart():
     x = torch.ones(2, 3)
-    assert _inputs_signature((x,)) == _inputs_signature((torch.zeros(2, 3),))
-    assert _inputs_signature((x,)) != _inputs_signature((x.t(),))
-    assert _inputs_signature((x, 1)) != _inputs_signature((x, 2))
-    assert _inputs_signature({"x": x}) != _inputs_signature({"y": x})
+    assert inputs_signature((x,)) == inputs_signature((torch.zeros(2, 3),))
+    assert inputs_signature((x,)) != inputs_signature((x.t(),))
+    assert inputs_signature((x, 1)) != inputs_signature((x, 2))
+    assert inputs_signature({"x": x}) != inputs_signature({"y": x})
 
 
 @pytest.mark.parametrize(
@@ -50,8 +50,8 @@ def test_signature_tells_shapes_layouts_and_python_values_apart():
     ],
 )
 def test_inputs_the_replay_cannot_use_are_skipped(value, reason):
-    with pytest.raises(_Skip, match=reason):
-        _inputs_signature((value,))
+    with pytest.raises(Skip, match=reason):
+        inputs_signature((value,))
 
 
 def test_patterns_parse_from_commas_and_spaces():

@@ -1,0 +1,129 @@
+"""Where module calls enter Python: `nn.Module.__call__` and every class that overrides it.
+
+Libraries such as GPyTorch give their base module its own `__call__` (calling `forward` and
+wrapping the result), so a call of one of their models never reaches `nn.Module.__call__`.
+`CallSites` finds each class whose `__call__` differs from the one it inherits from
+`nn.Module`'s, and wraps them all; `suspended()` puts the originals back while a replay runs, so
+Dynamo traces nested calls as it would without the plugin. `Constructions` records the module
+classes a test constructs, so the coverage table can name those no check reached.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+# a class's original __call__ -> the wrapper installed in its place
+WrapperFactory = Callable[[Callable[..., Any]], Callable[..., Any]]
+
+
+def qualified_name(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def overriding_classes() -> list[type[torch.nn.Module]]:
+    """`nn.Module` and each subclass that defines its own `__call__`, bases before subclasses.
+
+    torch's own overrides are left alone: they are its machinery (`OptimizedModule`, the
+    per-instance classes of fx `GraphModule`s, `ParameterList`, which refuses calls), not modules
+    a test calls as a model.
+    """
+    base_call = torch.nn.Module.__dict__["__call__"]
+    found: list[type[torch.nn.Module]] = [torch.nn.Module]
+    seen: set[type] = {torch.nn.Module}
+    pending = list(torch.nn.Module.__subclasses__())
+    while pending:
+        cls = pending.pop(0)
+        if cls in seen:
+            continue
+        seen.add(cls)
+        own = cls.__dict__.get("__call__")
+        ours = cls.__module__ != "torch" and not cls.__module__.startswith("torch.")
+        if ours and own is not None and own is not base_call and callable(own):
+            found.append(cls)
+        pending += cls.__subclasses__()
+    return found
+
+
+class CallSites:
+    """The wrappers on `__call__` of `nn.Module` and of the classes that override it."""
+
+    def __init__(self, make_wrapper: WrapperFactory) -> None:
+        self._make_wrapper = make_wrapper
+        # class -> (its original __call__, our wrapper)
+        self._patched: dict[type, tuple[Callable[..., Any], Callable[..., Any]]] = {}
+
+    @property
+    def classes(self) -> list[type]:
+        return list(self._patched)
+
+    def install(self) -> None:
+        for cls in overriding_classes():
+            original = cls.__dict__["__call__"]
+            self._patched[cls] = (original, self._make_wrapper(original))
+        self._set(wrapped=True)
+
+    def remove(self) -> None:
+        self._set(wrapped=False)
+        self._patched.clear()
+
+    @contextmanager
+    def suspended(self) -> Iterator[None]:
+        """The original `__call__`s while the block runs (a replay: Dynamo traces them)."""
+        self._set(wrapped=False)
+        try:
+            yield
+        finally:
+            self._set(wrapped=True)
+
+    def _set(self, *, wrapped: bool) -> None:
+        """Set each class's `__call__`, unless someone else (torch.fx tracing) replaced ours."""
+        for cls, (original, wrapper) in self._patched.items():
+            current = cls.__dict__.get("__call__")
+            if current is original or current is wrapper:
+                type.__setattr__(cls, "__call__", wrapper if wrapped else original)
+
+
+class Constructions:
+    """The module classes a test constructs while active (each instance once, by its class).
+
+    Paused while the checker runs: the modules torch.compile builds (graph modules, the
+    compiled wrapper) are the checker's, not the test's.
+    """
+
+    def __init__(self) -> None:
+        self.classes: set[str] = set()
+        self._original: Callable[..., Any] | None = None
+        self._wrapper: Callable[..., Any] | None = None
+        self._paused = False
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        paused, self._paused = self._paused, True
+        try:
+            yield
+        finally:
+            self._paused = paused
+
+    def __enter__(self) -> Constructions:
+        original = torch.nn.Module.__init__
+        seen = self.classes
+
+        def __init__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
+            if not self._paused:
+                seen.add(qualified_name(type(module)))
+            original(module, *args, **kwargs)
+
+        self._original, self._wrapper = original, __init__
+        type.__setattr__(torch.nn.Module, "__init__", __init__)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if torch.nn.Module.__dict__.get("__init__") is self._wrapper:
+            type.__setattr__(torch.nn.Module, "__init__", self._original)
+
+
+__all__ = ["CallSites", "Constructions", "overriding_classes", "qualified_name"]

@@ -1,0 +1,117 @@
+"""Which intercepted module calls are cross-checked, and what makes two calls the same program.
+
+A call is checked unless the user's patterns leave its class out, it cannot be replayed (a module
+compiled or scripted by the test itself, a call under tracing, tensor subclasses or meta tensors
+as inputs, parameters not initialized yet), or a call with the same signature (class, tensors of
+the module, input types, shapes, dtypes and layouts, modes) was checked already.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from pytest_torchcompile import _compat
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Which module calls are cross-checked: class-name patterns and re-checking."""
+
+    include: tuple[str, ...] = ("*",)
+    exclude: tuple[str, ...] = ()
+    every_call: bool = False
+
+    def skips(self, qualified: str) -> str | None:
+        """Why a class is not selected, or None; patterns match `pkg.mod.Class` or `Class`."""
+        names = (qualified, qualified.rsplit(".", 1)[-1])
+
+        def matches(patterns: tuple[str, ...]) -> bool:
+            return any(fnmatch.fnmatchcase(n, p) for p in patterns for n in names)
+
+        if not matches(self.include):
+            return "not matched by --compile-parity-include"
+        if matches(self.exclude):
+            return "matched by --compile-parity-exclude"
+        return None
+
+
+class Skip(Exception):
+    """A call the interceptor does not check, with the reason the report gives."""
+
+
+def refusal(module: torch.nn.Module) -> str | None:
+    """Why a call of `module` cannot be replayed whatever its inputs, or None."""
+    if _compat.is_compiled_module(module):
+        return "compiled by the test itself (torch.compile)"
+    if isinstance(module, torch.jit.ScriptModule):
+        return "a TorchScript module"
+    if torch.jit.is_tracing():  # type: ignore[attr-defined,no-untyped-call]
+        return "called under torch.jit.trace"
+    return None
+
+
+def call_signature(
+    name: str, structure: Hashable, module: torch.nn.Module, args: Any, kwargs: Any
+) -> Hashable:
+    """What makes two calls one program for Dynamo: class, tensors, inputs and the modes."""
+    return (
+        name,
+        structure,
+        module.training,
+        inputs_signature((args, kwargs)),
+        torch.is_grad_enabled(),
+        torch.is_inference_mode_enabled(),
+        torch.is_autocast_enabled("cpu"),
+        torch.is_autocast_enabled("cuda"),
+    )
+
+
+def module_structure(module: torch.nn.Module) -> Hashable:
+    """What makes two modules of one class different programs: their tensors."""
+    tensors = []
+    for name, tensor in (*module.named_parameters(), *module.named_buffers()):
+        if torch.nn.parameter.is_lazy(tensor):
+            raise Skip("a lazy module whose parameters are not initialized yet")
+        tensors.append((name, tuple(tensor.shape), tensor.dtype, tensor.device))
+    return tuple(tensors)
+
+
+def inputs_signature(value: Any) -> Hashable:
+    """Types, shapes, dtypes and layouts of the inputs, and the values of Python scalars."""
+    if isinstance(value, torch.Tensor):
+        if type(value) not in (torch.Tensor, torch.nn.Parameter):
+            raise Skip(f"an input is a tensor subclass ({type(value).__name__})")
+        if value.device.type == "meta":
+            raise Skip("meta tensors hold no values to compare")
+        return (
+            tuple(value.shape),
+            value.stride() if value.layout == torch.strided else (),
+            value.dtype,
+            value.device,
+            value.layout,
+            value.requires_grad,
+        )
+    if isinstance(value, torch.fx.Proxy):
+        raise Skip("called during torch.fx symbolic tracing")
+    if isinstance(value, (tuple, list)):
+        return type(value).__name__, tuple(inputs_signature(item) for item in value)
+    if isinstance(value, dict):
+        return "dict", tuple((key, inputs_signature(item)) for key, item in value.items())
+    if isinstance(value, (bool, int, float, complex, str, bytes, type(None))):
+        return type(value).__name__, value
+    return (type(value).__qualname__,)
+
+
+__all__ = [
+    "Selection",
+    "Skip",
+    "call_signature",
+    "inputs_signature",
+    "module_structure",
+    "refusal",
+]

@@ -1,0 +1,103 @@
+"""The parts of a call's output that can be compared: one walk for every room that looks inside.
+
+Containers (dataclasses, named tuples and structseqs, tuples, lists, dicts) are walked as ever;
+beyond them, what a library returns is looked into the ways it offers: a type registered with
+torch's pytree, a traceable tensor subclass's inner tensors (`__tensor_flatten__`), a
+distribution's tensors, and a dense view (`to_dense()`, e.g. GPyTorch's `LinearOperator`). What
+is left and has no equality of its own cannot be compared, and the checker says so rather than
+comparing identities.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import types
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from pytest_torchcompile import _compat
+
+Children = list[tuple[str, Any]]
+
+
+def children(value: Any, *, inner_tensors: bool = False) -> Children | None:
+    """A node's children with the suffix each adds to its parent's name; None for a leaf.
+
+    With `inner_tensors`, a tensor subclass that flattens (`__tensor_flatten__`) is a node of its
+    inner tensors; otherwise every tensor is a leaf (what backward and copies need).
+    """
+    if isinstance(value, Tensor):
+        return _inner_tensors(value) if inner_tensors else None
+    if isinstance(value, torch.Size):
+        return None
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [(f".{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value)]
+    if isinstance(value, tuple):
+        # namedtuples have _fields; torch.return_types (structseqs) have __match_args__
+        cls = type(value)
+        names: tuple[str, ...] = getattr(cls, "_fields", ()) or getattr(cls, "__match_args__", ())
+        if len(names) == len(value):
+            return [(f".{n}", v) for n, v in zip(names, value, strict=True)]
+        return [(f"[{i}]", v) for i, v in enumerate(value)]
+    if isinstance(value, list):
+        return [(f"[{i}]", v) for i, v in enumerate(value)]
+    if isinstance(value, dict):
+        return [(f"[{k!r}]", v) for k, v in value.items()]
+    registered = _compat.pytree_children(value)
+    if registered is not None:
+        return registered
+    if isinstance(value, torch.distributions.Distribution):
+        return _distribution(value)
+    if _dense_view(value):
+        return [(".to_dense()", value.to_dense())]
+    return None
+
+
+def comparable(value: Any) -> bool:
+    """Whether a leaf that is no tensor means something by its equality.
+
+    Values with an equality of their own, singletons compared by identity (dtypes, enum members,
+    classes, functions, objects without instance state) are; an instance whose class keeps state
+    in attributes but compares by identity alone (two runs always build two) is not.
+    """
+    if value is None or isinstance(value, _IDENTITY_TYPES):
+        return True
+    equality: Any = type(value).__eq__
+    return equality is not object.__eq__ or not hasattr(value, "__dict__")
+
+
+_IDENTITY_TYPES = (
+    enum.Enum,
+    type,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.MethodType,
+    types.ModuleType,
+)
+
+
+def _inner_tensors(value: Tensor) -> Children | None:
+    if type(value) in (Tensor, torch.nn.Parameter) or not hasattr(value, "__tensor_flatten__"):
+        return None
+    attrs, _ = value.__tensor_flatten__()
+    return [(f".{attr}", getattr(value, attr)) for attr in attrs]
+
+
+def _distribution(value: torch.distributions.Distribution) -> Children:
+    """Its shapes and the tensors (or dense-viewable operators) it holds, by attribute name."""
+    held = [
+        (f".{name}", item)
+        for name, item in sorted(vars(value).items())
+        if isinstance(item, Tensor | torch.distributions.Distribution) or _dense_view(item)
+    ]
+    return [(".batch_shape", value.batch_shape), (".event_shape", value.event_shape), *held]
+
+
+def _dense_view(value: Any) -> bool:
+    return not isinstance(value, Tensor | type) and callable(getattr(value, "to_dense", None))
+
+
+__all__ = ["Children", "children", "comparable"]

@@ -1,0 +1,72 @@
+"""Which `__call__`s the interception wraps, and that it puts every one back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pytest_torchcompile.callsites import CallSites, Constructions, overriding_classes
+
+
+class LibraryModule(torch.nn.Module):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.forward(*args, **kwargs)
+
+
+class LibraryModel(LibraryModule):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + 1
+
+
+class ReCalling(LibraryModule):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return super().__call__(*args, **kwargs)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * 2
+
+
+def test_overriding_classes_are_found_and_torch_machinery_is_not() -> None:
+    found = overriding_classes()
+    assert found[0] is torch.nn.Module
+    assert LibraryModule in found and ReCalling in found
+    assert LibraryModel not in found  # inherits LibraryModule's
+    assert all(cls is torch.nn.Module or not cls.__module__.startswith("torch") for cls in found)
+
+
+def test_wrappers_see_every_call_and_are_removed_and_suspended() -> None:
+    seen: list[str] = []
+
+    def make(original: Any) -> Any:
+        def wrapper(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
+            seen.append(type(module).__name__)
+            return original(module, *args, **kwargs)
+
+        return wrapper
+
+    originals = {
+        cls: cls.__dict__["__call__"] for cls in (torch.nn.Module, LibraryModule, ReCalling)
+    }
+    sites = CallSites(make)
+    sites.install()
+    try:
+        LibraryModel()(torch.zeros(1))
+        ReCalling()(torch.zeros(1))  # its own wrapper, then LibraryModule's through super()
+        torch.nn.ReLU()(torch.zeros(1))
+        with sites.suspended():
+            LibraryModel()(torch.zeros(1))
+    finally:
+        sites.remove()
+    assert seen == ["LibraryModel", "ReCalling", "ReCalling", "ReLU"]
+    assert {cls: cls.__dict__["__call__"] for cls in originals} == originals
+
+
+def test_constructions_record_classes_and_pause() -> None:
+    with Constructions() as built:
+        LibraryModel()
+        with built.paused():
+            torch.nn.ReLU()
+    torch.nn.Tanh()
+    assert built.classes == {f"{__name__}.LibraryModel"}
+    assert torch.nn.Module.__dict__["__init__"].__qualname__ == "Module.__init__"

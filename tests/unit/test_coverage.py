@@ -1,0 +1,85 @@
+"""The class coverage table of --compile-parity=all, from the tests' coverage records."""
+
+from __future__ import annotations
+
+from pytest_torchcompile import coverage
+from pytest_torchcompile.records import CoverageRecord, ModuleCallRecord
+
+
+def _call(module: str, outcome: str, reason: str = "", calls: int = 1) -> ModuleCallRecord:
+    return ModuleCallRecord(module=module, outcome=outcome, reason=reason, calls=calls)
+
+
+RECORDS = [
+    CoverageRecord(
+        nodeid="t.py::test_model",
+        constructed=["lib.Model", "lib.Mean", "torch.nn.Linear", "lib.Prior"],
+        calls=[_call("lib.Model", "checked")],
+        inside_checked=["lib.Mean", "torch.nn.Linear"],
+    ),
+    CoverageRecord(
+        nodeid="t.py::test_kernel",
+        constructed=["lib.Kernel", "lib.Likelihood"],
+        calls=[
+            _call("lib.Kernel", "diverged", "output"),
+            _call("lib.Likelihood", "skipped", "output: cannot compare a Opaque", 2),
+        ],
+        inside_checked=[],
+    ),
+]
+
+
+def test_each_class_gets_one_status() -> None:
+    found = coverage.classes(RECORDS)
+    assert {name: entry.status for name, entry in found.items()} == {
+        "lib.Model": "checked",
+        "lib.Mean": "inside checked",
+        "torch.nn.Linear": "inside checked",
+        "lib.Prior": "never reached",
+        "lib.Kernel": "diverged",
+        "lib.Likelihood": "skipped",
+    }
+    assert found["lib.Likelihood"].skipped == {"output: cannot compare a Opaque": 2}
+
+
+def test_packages_count_their_classes_by_status() -> None:
+    table = coverage.packages(coverage.classes(RECORDS))
+    assert table["lib"] == {
+        "diverged": 1,
+        "checked": 1,
+        "inside checked": 1,
+        "skipped": 1,
+        "never reached": 1,
+    }
+    assert table["torch"]["inside checked"] == 1
+
+
+def test_the_summary_names_what_was_not_checked() -> None:
+    lines = coverage.summary_lines(RECORDS)
+    assert lines[0] == "module classes constructed or called: 6 in 2 package(s)"
+    assert "skipped classes (1):" in lines
+    assert "  lib.Likelihood: 2 call(s) output: cannot compare a Opaque" in lines
+    assert "  lib.Prior (constructed in 1 test(s); no check called it or held it)" in lines
+    assert not any("none of its" in line for line in lines)
+
+
+def test_a_package_with_nothing_checked_is_called_out() -> None:
+    only_built = [
+        CoverageRecord(nodeid="t.py::t", constructed=["gp.A", "gp.B"], calls=[], inside_checked=[])
+    ]
+    assert "gp: none of its 2 module classes was cross-checked" in coverage.summary_lines(
+        only_built
+    )
+    assert coverage.summary_lines([]) == []
+
+
+def test_the_json_coverage_lists_every_class() -> None:
+    document = coverage.json_coverage(RECORDS)
+    assert document["classes"]["lib.Kernel"] == {
+        "status": "diverged",
+        "checked_calls": 0,
+        "diverged_calls": 1,
+        "skipped_calls": {},
+        "tests": 1,
+    }
+    assert set(document["packages"]) == {"lib", "torch"}

@@ -1,0 +1,118 @@
+"""What the checker looks into: containers, pytree registrations, tensor subclasses, distributions
+and dense views; and what it cannot compare."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+from torch.testing._internal.two_tensor import TwoTensor
+from torch.utils import _pytree
+
+from pytest_torchcompile import parity
+from pytest_torchcompile.parity import CompareOptions, SideResult
+from pytest_torchcompile.sides import differentiable_outputs
+from pytest_torchcompile.trees import children, comparable
+
+
+class Registered:
+    def __init__(self, value: torch.Tensor, scale: float) -> None:
+        self.value, self.scale = value, scale
+
+
+_pytree.register_pytree_node(
+    Registered,
+    lambda r: ([r.value, r.scale], None),
+    lambda items, _: Registered(*items),
+    flatten_with_keys_fn=lambda r: (
+        [(_pytree.GetAttrKey("value"), r.value), (_pytree.GetAttrKey("scale"), r.scale)],
+        None,
+    ),
+)
+
+
+class Dense:
+    """Like a LinearOperator: a factor kept, a dense view on request."""
+
+    def __init__(self, factor: torch.Tensor) -> None:
+        self.factor = factor
+
+    def to_dense(self) -> torch.Tensor:
+        return self.factor @ self.factor.T
+
+
+class Opaque:
+    pass
+
+
+def test_registered_types_flatten_with_their_key_names() -> None:
+    value = torch.ones(2)
+    assert children(Registered(value, 0.5)) == [(".value", value), (".scale", 0.5)]
+
+
+def test_tensor_subclasses_flatten_to_their_inner_tensors_only_when_asked() -> None:
+    a, b = torch.zeros(2), torch.ones(2)
+    two = TwoTensor(a, b)
+    assert children(two) is None  # backward and copies treat it as one tensor
+    inner = children(two, inner_tensors=True)
+    assert inner is not None
+    assert [name for name, _ in inner] == [".a", ".b"]
+    assert children(torch.zeros(1), inner_tensors=True) is None
+
+
+def test_distributions_show_their_shapes_and_tensors() -> None:
+    loc = torch.zeros(3)
+    dist = torch.distributions.MultivariateNormal(loc, covariance_matrix=torch.eye(3))
+    names = [name for name, _ in children(dist) or []]
+    assert names[:2] == [".batch_shape", ".event_shape"]
+    assert ".loc" in names and ".covariance_matrix" in names
+
+
+def test_a_dense_view_is_compared() -> None:
+    found = children(Dense(torch.eye(2)))
+    assert found is not None
+    ((name, dense),) = found
+    assert name == ".to_dense()"
+    torch.testing.assert_close(dense, torch.eye(2))
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [(None, True), (3, True), ("s", True), (Opaque(), False), (torch.nn.ReLU(), False)],
+)
+def test_comparable_means_an_equality_of_its_own(value: Any, expected: bool) -> None:
+    assert comparable(value) is expected
+
+
+def test_differentiable_outputs_are_found_inside_distributions_and_dense_views() -> None:
+    w = torch.ones(2, requires_grad=True)
+    out = (torch.distributions.Normal(w * 2, w.exp()), Dense((w * 3).unsqueeze(0)))
+    assert len(differentiable_outputs(out)) == 3
+
+
+def _side(output: Any) -> SideResult:
+    return SideResult(output=output, exception=None, after={}, grads={})
+
+
+def _compare(eager: Any, compiled: Any) -> parity.ParityReport:
+    return parity.compare(_side(eager), _side(compiled), CompareOptions())
+
+
+def test_an_opaque_output_is_reported_not_compared_never_by_identity() -> None:
+    report = _compare(Opaque(), Opaque())
+    assert report.ok
+    (leaf,) = report.leaves
+    assert not leaf.compared
+    assert leaf.note.startswith("output: cannot compare a Opaque (")
+
+
+def test_a_wrong_dense_view_or_distribution_fails() -> None:
+    factor = torch.eye(2)
+    assert _compare(Dense(factor), Dense(factor.clone())).ok
+    assert not _compare(Dense(factor), Dense(factor * 1.01)).ok
+    normal = torch.distributions.Normal
+    wrong = _compare(
+        normal(torch.zeros(2), torch.ones(2)), normal(torch.zeros(2), torch.ones(2) * 2)
+    )
+    assert [leaf.leaf for leaf in wrong.failures] == ["output.scale"]
