@@ -99,6 +99,7 @@ class Constructions:
         self._original: Callable[..., Any] | None = None
         self._wrapper: Callable[..., Any] | None = None
         self._paused = False
+        self._active = False
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -113,15 +114,18 @@ class Constructions:
         seen = self.classes
 
         def __init__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
-            if not self._paused:
+            if self._active and not self._paused:
                 seen.add(qualified_name(type(module)))
             original(module, *args, **kwargs)
 
-        self._original, self._wrapper = original, __init__
+        self._original, self._wrapper, self._active = original, __init__, True
         type.__setattr__(torch.nn.Module, "__init__", __init__)
         return self
 
     def __exit__(self, *exc: object) -> None:
+        # Dynamo's first compile wraps Module.__init__ in its own (generation tagging) and keeps
+        # ours inside: then ours stays, passing straight through.
+        self._active = False
         if torch.nn.Module.__dict__.get("__init__") is self._wrapper:
             type.__setattr__(torch.nn.Module, "__init__", self._original)
 
