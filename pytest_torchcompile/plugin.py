@@ -6,6 +6,7 @@ Loading this module must not import torch: a session without parity tests never 
 from __future__ import annotations
 
 import sys
+import tempfile
 from collections.abc import Generator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -254,8 +255,17 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, None, None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
-    """An intercepted test's fixtures construct modules too: the coverage table names them."""
-    if not _intercepted(item) or "torch" not in sys.modules:
+    """An intercepted test's fixtures construct modules too: the coverage table names them.
+
+    Its triage writes under pytest's temporary directory, so the (session-scoped, inert)
+    `tmp_path_factory` fixture joins the fixtures it sets up.
+    """
+    if not _intercepted(item):
+        return (yield)
+    names = getattr(item, "fixturenames", None)
+    if isinstance(names, list) and "tmp_path_factory" not in names:
+        names.append("tmp_path_factory")
+    if "torch" not in sys.modules:
         return (yield)
     with _constructions(item):
         return (yield)
@@ -283,7 +293,13 @@ def _triage(item: pytest.Item, exc: BaseException, checker: Any) -> None:
     if settings.artifacts is not None:
         root = _session_path(item.config, "artifacts", settings.artifacts)
     else:
-        root = item.stash[TMP_PATHS_KEY].getbasetemp() / "torchcompile"
+        factory = item.stash.get(TMP_PATHS_KEY, None) or getattr(item, "funcargs", {}).get(
+            "tmp_path_factory"
+        )
+        if factory is not None:
+            root = factory.getbasetemp() / "torchcompile"
+        else:  # an item type that takes no fixtures
+            root = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-"))
     try:
         found = triage.triage(
             recorder,

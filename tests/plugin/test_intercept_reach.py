@@ -4,6 +4,8 @@ GPyTorch's does), says which classes its checks reached, and triages what diverg
 from __future__ import annotations
 
 import json
+import re
+import sys
 
 import pytest
 
@@ -67,6 +69,7 @@ class Prior(Module):
 """
 
 SUITE = """
+import unittest
 import torch
 from minigp import GPModel, RBFKernel, Embedder, Prior
 
@@ -88,6 +91,10 @@ def test_embedder():
 
 def test_prior():
     Prior()
+
+class TestKernelCase(unittest.TestCase):  # GPyTorch's own tests are unittest cases
+    def test_kernel_in_a_test_case(self):
+        self.assertEqual(RBFKernel()(torch.randn(5, 2)).to_dense().shape, (5, 5))
 """
 
 
@@ -103,11 +110,11 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 def test_classes_overriding_call_are_checked_and_covered(library: pytest.Pytester) -> None:
     result = _run(library, "--compile-backend=aot_eager", "--compile-report=report.json")
-    result.assert_outcomes(passed=4)
+    result.assert_outcomes(passed=5)
     result.stdout.fnmatch_lines(
         [
+            "*2 call(s) in 2 tests: minigp.RBFKernel",
             "*1 call(s) in test_gp.py::test_posterior: minigp.GPModel",
-            "*1 call(s) in test_gp.py::test_kernel: minigp.RBFKernel",
             "module classes constructed or called: 7 in 2 package(s)",
         ]
     )
@@ -142,7 +149,7 @@ def test_classes_overriding_call_are_checked_and_covered(library: pytest.Pyteste
 
 def test_a_planted_backend_fails_naming_the_library_classes(library: pytest.Pytester) -> None:
     result = _run(library, "--compile-backend=planted:corrupt_output")
-    result.assert_outcomes(failed=2, passed=2)
+    result.assert_outcomes(failed=3, passed=2)
     result.stdout.fnmatch_lines(
         [
             "*module call 1 (minigp.GPModel), differing at output.loc*",
@@ -157,8 +164,7 @@ def test_intercepted_failures_are_triaged(library: pytest.Pytester) -> None:
         library,
         "--compile-backend=planted:corrupt_output",
         "-k",
-        "kernel",
-        "--compile-artifacts=art",
+        "test_kernel_in_a_test_case",
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
@@ -169,8 +175,9 @@ def test_intercepted_failures_are_triaged(library: pytest.Pytester) -> None:
         ]
     )
     assert "torch.__trace" not in result.stdout.str()  # no trace records in the captured log
-    (repro,) = library.path.glob("art/**/repro.py")
-    ran = library.run("python", str(repro))
+    found = re.search(r"repro: python (\S+repro\.py)", result.stdout.str())
+    assert found is not None  # under pytest's temporary directory: no --compile-artifacts given
+    ran = library.run(sys.executable, found.group(1))
     assert ran.ret == 1, ran.stdout.str()
 
 
