@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
@@ -44,6 +45,16 @@ from pytest_torchcompile.snapshot import clone_tree, sync_module
 _REASON_LIMIT = 200  # characters of an exception kept in a skip reason
 
 Inputs = tuple[tuple[Any, ...], dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class _ModuleCall:
+    """One call as the test made it: the module, the `__call__` it reached, the arguments."""
+
+    module: torch.nn.Module
+    original: Callable[..., Any]
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
 
 
 class Interceptor:
@@ -100,33 +111,22 @@ class Interceptor:
         def __call__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
             if self._busy or torch.compiler.is_compiling():
                 return original(module, *args, **kwargs)
-            return intercept(module, original, args, kwargs)
+            return intercept(_ModuleCall(module, original, args, kwargs))
 
         return __call__
 
-    def _plain(
-        self,
-        module: torch.nn.Module,
-        original: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
+    def _plain(self, call: _ModuleCall) -> Any:
         """The test's own call, with every module call inside it passed straight through."""
         self._busy = True
         try:
-            return original(module, *args, **kwargs)
+            return call.original(call.module, *call.args, **call.kwargs)
         finally:
             self._busy = False
 
-    def _intercept(
-        self,
-        module: torch.nn.Module,
-        original: Callable[..., Any],
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> Any:
+    def _intercept(self, call: _ModuleCall) -> Any:
         self.outermost_calls += 1
         number = self.outermost_calls
+        module, args, kwargs = call.module, call.args, call.kwargs
         name = qualified_name(type(module))
         try:
             signature = self._select(module, name, args, kwargs)
@@ -134,13 +134,13 @@ class Interceptor:
             inputs = clone_tree((args, dict(kwargs)))
         except Skip as skip:
             self._count(name, "skipped", str(skip))
-            return self._plain(module, original, args, kwargs)
+            return self._plain(call)
         except Exception as exc:  # the snapshot failed: the test's call runs as written
             self._count(name, "skipped", f"cannot snapshot the call: {_text(exc)}")
-            return self._plain(module, original, args, kwargs)
+            return self._plain(call)
         before = RngState.capture()
         try:
-            output = self._plain(module, original, args, kwargs)
+            output = self._plain(call)
         except BaseException as exc:
             self._count(name, "skipped", f"the call raised {type(exc).__name__}: not replayed")
             raise
