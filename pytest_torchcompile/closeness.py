@@ -45,10 +45,16 @@ class _Peak:
     value: float = 0.0
     at: int = 0
 
-    def update(self, values: Tensor, start: int) -> None:
+    @staticmethod
+    def unread(values: Tensor, start: int) -> list[Tensor]:
+        """This chunk's greatest value and its flat index, not yet read from the device."""
         best, where = torch.max(values, 0)
-        if best.item() > self.value:
-            self.value, self.at = float(best.item()), start + int(where.item())
+        return [best.to(torch.float64), (where + start).to(torch.float64)]
+
+    def take(self, best: float, at: float) -> None:
+        """Fold in a chunk's read `unread` values: an earlier chunk keeps a tie."""
+        if best > self.value:
+            self.value, self.at = best, int(at)
 
 
 @dataclass
@@ -101,9 +107,17 @@ def rms(a: Tensor, b: Tensor) -> float:
 def distance(a: Tensor, b: Tensor) -> _Peak:
     """Greatest |a - b| over elements where both are finite."""
     peak = _Peak()
-    for start, (x, y) in _chunks(a, b):
-        peak.update(_finite_diff(x, y)[3], start)
+    for row in _read_rows(
+        torch.stack(_Peak.unread(_finite_diff(x, y)[3], start)) for start, (x, y) in _chunks(a, b)
+    ):
+        peak.take(*row)
     return peak
+
+
+def _read_rows(rows: Iterator[Tensor]) -> list[list[float]]:
+    """Each chunk's row of statistics, read from the device in one host sync."""
+    found = list(rows)
+    return torch.stack(found).tolist() if found else []
 
 
 def plainly_close(c: Tensor, e: Tensor, rtol: float, atol: float) -> tuple[float, float] | None:
@@ -374,8 +388,10 @@ def scan_leaf(
     """
     scan = Scan(e.numel())
     exact = not is_inexact(e)
+    rows = []
     for start, chunk in _chunks(c, e) if reference is None else _chunks(c, e, reference):
         cw, ew, finite, diff = _finite_diff(chunk[0], chunk[1])
+        rescued = torch.zeros((), dtype=torch.int64, device=cw.device)
         if exact:
             ok = chunk[0] == chunk[1]
         else:
@@ -390,21 +406,32 @@ def scan_leaf(
                     r_finite & close,
                     ~r_finite & (~e_finite | same_nonfinite(cw, rounded)),
                 )
-                scan.rescued += int((agrees & ~ok & ~e_finite & c_finite).sum())
+                rescued = (agrees & ~ok & ~e_finite & c_finite).sum()
                 ok |= agrees
         bad = ~ok
         value_bad = bad & finite
-        placement = bad & ~finite
-        scan.mismatched += int(bad.sum())
-        scan.value_mismatches += int(value_bad.sum())
-        if scan.first_placement < 0 and bool(placement.any()):
-            scan.first_placement = start + int(placement.nonzero()[0, 0])
+        placement = (bad & ~finite).to(torch.uint8)
         magnitude = ew.abs()
         rel = diff / magnitude
-        scan.abs_all.update(diff, start)
-        scan.rel_all.update(torch.where(finite & (magnitude > 0), rel, 0.0), start)
-        scan.abs_bad.update(torch.where(value_bad, diff, 0.0), start)
-        scan.rel_bad.update(torch.where(value_bad, rel, 0.0), start)
+        counts = [bad.sum(), value_bad.sum(), rescued, placement.amax(), placement.argmax() + start]
+        rows.append(
+            torch.stack(
+                [count.to(torch.float64) for count in counts]
+                + _Peak.unread(diff, start)
+                + _Peak.unread(torch.where(finite & (magnitude > 0), rel, 0.0), start)
+                + _Peak.unread(torch.where(value_bad, diff, 0.0), start)
+                + _Peak.unread(torch.where(value_bad, rel, 0.0), start)
+            )
+        )
+    for row in _read_rows(iter(rows)):
+        mismatched, value_mismatches, rescued_here, placed, first_placed = row[:5]
+        scan.mismatched += int(mismatched)
+        scan.value_mismatches += int(value_mismatches)
+        scan.rescued += int(rescued_here)
+        if scan.first_placement < 0 and placed:
+            scan.first_placement = int(first_placed)
+        for k, peak in enumerate((scan.abs_all, scan.rel_all, scan.abs_bad, scan.rel_bad)):
+            peak.take(row[5 + 2 * k], row[6 + 2 * k])
     return scan
 
 

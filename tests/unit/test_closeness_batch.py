@@ -1,5 +1,6 @@
 """The batched plain verdicts of a call's leaves: the same verdicts as leaf by leaf in float64,
-in a number of operations that does not grow with the number of leaves."""
+in a number of operations that does not grow with the number of leaves. On the CPU and, where
+there is one, on a GPU (where the checker uses them)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
 from pytest_torchcompile import closeness
@@ -16,6 +18,17 @@ from pytest_torchcompile.parity import CompareOptions
 
 OPTIONS = CompareOptions()
 Pair = tuple[torch.Tensor, torch.Tensor, float, float]
+DEVICES = [
+    "cpu",
+    pytest.param(
+        "cuda",
+        marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+    ),
+]
+
+
+def _on(pairs: list[Pair], device: str) -> list[Pair]:
+    return [(c.to(device), e.to(device), rtol, atol) for c, e, rtol, atol in pairs]
 
 
 @st.composite
@@ -55,12 +68,16 @@ def leaf_pairs(draw: st.DrawFn) -> Pair:
     return c, e, rtol, atol
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @settings(max_examples=200, deadline=None)
 @given(pairs=st.lists(leaf_pairs(), min_size=1, max_size=8))
-def test_a_batch_judges_every_leaf_as_float64_leaf_by_leaf_does(pairs: list[Pair]) -> None:
+def test_a_batch_judges_every_leaf_as_float64_leaf_by_leaf_does(
+    device: str, pairs: list[Pair]
+) -> None:
     """Whatever a batch passes, leaf by leaf in float64 passes too, with the same largest errors
     up to the leaves' own rounding; what it cannot settle it leaves to that path, so the
     floor's verdict is always the same, and a plain verdict it leaves open the floor passes."""
+    pairs = _on(pairs, device)
     batched = closeness.plainly_close_all(pairs)
     exact = closeness._leaf_by_leaf(pairs)
     for (plain, floor), (exact_plain, exact_floor), pair in zip(batched, exact, pairs, strict=True):
@@ -78,11 +95,17 @@ def test_a_batch_judges_every_leaf_as_float64_leaf_by_leaf_does(pairs: list[Pair
 _NO_KERNEL = {"aten::reshape", "aten::view", "aten::to", "aten::empty", "aten::unsqueeze"}
 
 
-def _kernel_calls(run: Callable[[], object]) -> int:
-    """ATen ops that compute, called from Python (not from within another op) while `run`
-    runs: on a GPU, each launches at least one kernel."""
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+def _kernel_calls(run: Callable[[], object], device: str) -> int:
+    """On a GPU the kernels `run` launches; on the CPU the ATen ops that compute, called from
+    Python (not from within another op): each launches at least one kernel on a GPU."""
+    cuda = device == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
         run()
+        if cuda:
+            torch.cuda.synchronize()
+    if cuda:
+        return sum(1 for event in prof.events() if event.device_type == DeviceType.CUDA)
     return sum(
         1
         for event in prof.events()
@@ -92,22 +115,25 @@ def _kernel_calls(run: Callable[[], object]) -> int:
     )
 
 
-def test_the_operations_of_a_batch_do_not_grow_with_its_leaves() -> None:
-    """On a GPU every op is a kernel launch: a call's leaves of one dtype cost a fixed number
-    of them (about 20), where leaf by leaf cost about 15 per leaf."""
+@pytest.mark.parametrize("device", DEVICES)
+def test_the_kernels_of_a_batch_do_not_grow_with_its_leaves(device: str) -> None:
+    """On a GPU every op is a kernel launch (or a few): a call's leaves of one dtype cost a
+    fixed number of them (about 25 a batch), where leaf by leaf cost at least 5 per leaf."""
     gen = torch.Generator().manual_seed(0)
 
     def pairs(n: int) -> list[Pair]:
         eager = [torch.randn(16, generator=gen) for _ in range(n)]
         found = [(e * (1 + 1e-8 * i), e, *OPTIONS.tolerances(e.dtype)) for i, e in enumerate(eager)]
-        return found + [(torch.arange(3), torch.arange(3), 0.0, 0.0)] * n  # and exact leaves
+        exact = [(torch.arange(3), torch.arange(3), 0.0, 0.0)] * n
+        return _on(found + exact, device)
 
     few, many = pairs(4), pairs(64)
-    assert _kernel_calls(lambda: closeness.plainly_close_all(few)) == _kernel_calls(
-        lambda: closeness.plainly_close_all(many)
+    closeness.plainly_close_all(few)  # warm: the first CUDA calls load kernels
+    assert _kernel_calls(lambda: closeness.plainly_close_all(few), device) == _kernel_calls(
+        lambda: closeness.plainly_close_all(many), device
     )
     assert all(plain is not None for plain, _ in closeness.plainly_close_all(many))
-    assert _kernel_calls(lambda: closeness._leaf_by_leaf(many)) > 5 * len(many)
+    assert _kernel_calls(lambda: closeness._leaf_by_leaf(many), device) > 5 * len(many)
 
 
 def test_a_leaf_outside_its_bound_is_judged_again_in_float64() -> None:
