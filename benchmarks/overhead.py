@@ -341,7 +341,7 @@ def run_profile(case: Case, options: argparse.Namespace) -> None:
         prof = _profiled(plugin, cuda)
     print(f"\n{case.name}, {options.backend}, {options.device}: one warm plugin check")
     averages = prof.key_averages()
-    for key in ["self_cpu_time_total"] + (["self_cuda_time_total"] if cuda else []):
+    for key in ["self_cpu_time_total"] + (["self_device_time_total"] if cuda else []):
         print(f"\nby {key}:")
         print(averages.table(sort_by=key, row_limit=options.top, max_name_column_width=60))
 
