@@ -19,7 +19,9 @@ Per model also: memory, on CUDA the peak allocated during one warm call above wh
 before it (torch.cuda.max_memory_allocated); on CPU, where tracemalloc cannot see torch's
 allocator, the same peak and the bytes allocated, read from torch.profiler's allocation events.
 Launches: CUDA kernels and copies of one call (torch.profiler), on CPU the ATen ops called from
-Python. Re-runs: eager runs per plugin call beyond its two sides (counted over 5 untimed calls).
+Python. Extra runs: sides a plugin call runs beyond eager and compiled (an eager re-run or the
+float64 reference for a rule; the callable compiled as the user compiles it, where a graph draws
+random numbers), counted over 5 untimed calls.
 Under the table: leaves where the hand-written assert_close failed on this correct backend.
 `--profile` adds torch.profiler's top ops of one warm plugin check by self CPU time (and self
 CUDA time). Results and what they mean: BENCHMARKS.md.
@@ -89,7 +91,7 @@ class Result:
     hand_launches: int  # CUDA kernels (and copies) launched in one call; on CPU, ATen ops
     plugin_launches: int
     alarms: list[str]  # leaves where the hand-written assert_close failed
-    reruns: float  # eager re-runs per plugin call (float64 reference, second eager run, noise)
+    reruns: float  # sides per plugin call beyond eager and compiled
 
 
 TOLERANCE = 1e-2
@@ -188,8 +190,8 @@ def _memory(call: Callable[[], object], cuda: bool) -> tuple[int, int]:
 
 
 def _count_reruns(plugin: Callable[[], None], calls: int) -> float:
-    """Eager re-runs per plugin call, over `calls` untimed calls: the sides run beyond the two
-    every call runs. Counted by wrapping `run_side` where the plugin calls it, outside the timed
+    """Sides per plugin call beyond eager and compiled, over `calls` untimed calls: re-runs
+    for a rule, the compiled run as the user compiles it. Counted by wrapping `run_side` where the plugin calls it, outside the timed
     calls, so the timings are of the check as shipped."""
     from pytest_torchcompile import calls as calls_module
     from pytest_torchcompile import compiled
@@ -294,7 +296,7 @@ def run_overhead(options: argparse.Namespace) -> None:
     launches = "CUDA kernels per call" if cuda else "ATen ops per call"
     print(
         f"| model | hand-written | plugin | ratio | fixed cost | {memory}: hand-written | plugin "
-        f"| {launches}: hand-written | plugin | re-runs per call |"
+        f"| {launches}: hand-written | plugin | extra runs per call |"
     )
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     notes: list[str] = []
