@@ -158,7 +158,7 @@ def plainly_close_all(pairs: list[tuple[Tensor, Tensor, float, float]]) -> list[
 
     Leaves alike in device, dtype and tolerance are judged together (`_Batch`): concatenated
     into one buffer per side, compared in their own dtype with per-leaf maxima by segment
-    reductions, about 20 launches per batch of up to CHUNK_ELEMENTS elements. What a batch
+    reductions, about 25 launches per batch of up to CHUNK_ELEMENTS elements. What a batch
     cannot settle for sure (a leaf outside its bound or within MARGIN_ULPS of it, a NaN or an
     infinity, a complex or a larger leaf) is judged as before, leaf by leaf in float64. A leaf
     that passes within its floor but perhaps not without gets (None, verdict): the floor rule
