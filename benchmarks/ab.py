@@ -2,6 +2,7 @@
 
     python benchmarks/ab.py HEAD~1                      # HEAD~1 against the working tree
     python benchmarks/ab.py main HEAD --rounds 3 -- --backend inductor --only MLP
+    python benchmarks/ab.py /tmp/before --rounds 1 --show -- --device cuda --backend inductor --profile
 
 Each round runs this checkout's `benchmarks/overhead.py` once per revision, with PYTHONPATH on
 that revision's `pytest_torchcompile` (exported with `git archive`; the working tree as it is for
@@ -28,9 +29,12 @@ _ROW = re.compile(r"^\| (?P<model>[^|]+) \| (?P<hand>[\d.]+) ms \| (?P<plugin>[\
 
 
 def _tree(revision: str, into: Path) -> Path:
-    """A directory holding `revision`'s pytest_torchcompile package."""
+    """A directory holding `revision`'s pytest_torchcompile package (`revision` may be such a
+    directory itself, where there is no git history, e.g. on a machine given a copy)."""
     if revision == ".":
         return ROOT
+    if (Path(revision) / "pytest_torchcompile").is_dir():
+        return Path(revision)
     archive = subprocess.run(
         ["git", "archive", revision, "pytest_torchcompile"], cwd=ROOT, capture_output=True
     )
@@ -47,6 +51,9 @@ def main() -> None:
     parser.add_argument("before")
     parser.add_argument("after", nargs="?", default=".")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--show", action="store_true", help="print each run's whole output (tables, profiles)"
+    )
     parser.epilog = "Arguments after -- go to overhead.py."
     # Split at "--" here: argparse gives positionals after it to `after` or refuses them.
     argv = sys.argv[1:]
@@ -67,6 +74,8 @@ def main() -> None:
                 )
                 if done.returncode != 0:
                     raise SystemExit(f"overhead.py on {revision} failed:\n{done.stderr}")
+                if options.show:
+                    print(f"\n## overhead.py on {revision}\n{done.stdout}", flush=True)
                 for line in done.stdout.splitlines():
                     if match := _ROW.match(line):
                         key = (revision, match["model"])

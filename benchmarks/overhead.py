@@ -2,21 +2,29 @@
 
     python benchmarks/overhead.py --backend aot_eager --clock cpu      # CPU, on a busy machine
     python benchmarks/overhead.py --backend inductor --clock cpu
-    python benchmarks/overhead.py --device cuda --backend inductor     # adds the 1024-wide model
-    python benchmarks/overhead.py --profile --only MLP                 # cProfile per plugin function
+    python benchmarks/overhead.py --device cuda --backend inductor --profile   # GPU, all four
+    python benchmarks/overhead.py --cprofile --only MLP                # cProfile per plugin function
     python benchmarks/overhead.py --startup                            # plugin start-up only
 
 The hand-written check deep-copies the model once and compiles the copy; each call then runs
 eager forward + backward on the model, compiled forward + backward on the copy with the same
 cotangent, and `assert_close`s the output and every parameter's gradient. The plugin's check is
-one warm `compile_parity(model, x)` call (its checker, as the fixture hands it to a test). Both
-are timed interleaved, call by call, in one process, so a noisy machine slows both alike; the
-figure is the median of `--repeats` warm calls, in wall time or (`--clock cpu`) this process's
-CPU time. Under the table: leaves where the hand-written assert_close failed on this correct
-backend, and how often the plugin re-ran eager for one of its rules. Memory: on CUDA the peak allocated during one
-warm call above what was allocated before it (torch.cuda.max_memory_allocated); on CPU, where
-tracemalloc cannot see torch's allocator, the same peak and the bytes allocated, read from
-torch.profiler's allocation events. Results and what they mean: BENCHMARKS.md.
+one warm `compile_parity(model, x)` call (its checker, as the fixture hands it to a test), as
+shipped: nothing of it is patched while it is timed. Both are timed interleaved, call by call, in
+one process, so a noisy machine slows both alike; the figure is the median of `--repeats` warm
+calls, in wall time or (`--clock cpu`) this process's CPU time. The 1024-wide transformer runs
+on CUDA only (or when `--only` names it): one CPU thread takes seconds per call.
+
+Per model also: memory, on CUDA the peak allocated during one warm call above what was allocated
+before it (torch.cuda.max_memory_allocated); on CPU, where tracemalloc cannot see torch's
+allocator, the same peak and the bytes allocated, read from torch.profiler's allocation events.
+Launches: CUDA kernels and copies of one call (torch.profiler), on CPU the ATen ops called from
+Python. Extra runs: sides a plugin call runs beyond eager and compiled (an eager re-run or the
+float64 reference for a rule; the callable compiled as the user compiles it, where a graph draws
+random numbers), counted over 5 untimed calls.
+Under the table: leaves where the hand-written assert_close failed on this correct backend.
+`--profile` adds torch.profiler's top ops of one warm plugin check by self CPU time (and self
+CUDA time). Results and what they mean: BENCHMARKS.md.
 """
 
 from __future__ import annotations
@@ -80,8 +88,14 @@ class Result:
     plugin_peak: int
     hand_allocated: int  # bytes allocated during the call (CPU only; -1 when not measured)
     plugin_allocated: int
+    hand_launches: int  # CUDA kernels (and copies) launched in one call; on CPU, ATen ops
+    plugin_launches: int
     alarms: list[str]  # leaves where the hand-written assert_close failed
-    reruns: int  # plugin calls that re-ran eager (float64 reference, nudge, second eager run)
+    reruns: float  # sides per plugin call beyond eager and compiled
+
+
+TOLERANCE = 1e-2
+"""rtol and atol of the hand-written check's assert_close, as a careful user sets them."""
 
 
 def _hand_written(
@@ -89,8 +103,8 @@ def _hand_written(
 ) -> Callable[[], None]:
     """The check without the plugin: one copy up front, then eager vs compiled per call.
 
-    Where assert_close fails on a correct backend (float32 reduction order), the check goes on
-    and the leaf is added to `alarms`, so its cost is still measured and its false alarm shown.
+    Where assert_close fails on a correct backend, the check goes on and the leaf is added to
+    `alarms`, so its cost is still measured and its false alarm shown.
     """
     compiled_model = copy.deepcopy(model)
     compiled = torch.compile(compiled_model, backend=backend)
@@ -109,7 +123,7 @@ def _hand_written(
         pairs = zip(names, (actual, *actual_grads), (expected, *expected_grads), strict=True)
         for name, got, want in pairs:
             try:
-                torch.testing.assert_close(got, want)
+                torch.testing.assert_close(got, want, rtol=TOLERANCE, atol=TOLERANCE)
             except AssertionError:
                 if name not in alarms:
                     alarms.append(name)
@@ -127,6 +141,33 @@ def _timed(call: Callable[[], object], cuda: bool, clock: Callable[[], float]) -
     return clock() - started
 
 
+def _profiled(call: Callable[[], object], cuda: bool, memory: bool = False) -> Any:
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities, profile_memory=memory) as prof:
+        call()
+        if cuda:
+            torch.cuda.synchronize()
+    return prof
+
+
+def _launches(prof: Any, cuda: bool) -> int:
+    """Kernels and copies run on the GPU; on the CPU, ATen ops called from Python (not from
+    inside another op): what a check costs in dispatches, independent of the clock."""
+    from torch.autograd import DeviceType
+
+    events = prof.events()
+    if cuda:
+        return sum(1 for e in events if e.device_type == DeviceType.CUDA)
+    return sum(
+        1
+        for e in events
+        if e.name.startswith("aten::")
+        and (e.cpu_parent is None or not e.cpu_parent.name.startswith("aten::"))
+    )
+
+
 def _memory(call: Callable[[], object], cuda: bool) -> tuple[int, int]:
     """(peak bytes above the start, bytes allocated) during one call."""
     if cuda:
@@ -136,13 +177,9 @@ def _memory(call: Callable[[], object], cuda: bool) -> tuple[int, int]:
         call()
         torch.cuda.synchronize()
         return torch.cuda.max_memory_allocated() - before, -1
-    from torch.profiler import ProfilerActivity, profile
-
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        call()
     # Each op's own allocations net of its own frees, in start order: a timeline of the
     # allocator that is exact at op granularity.
-    events = sorted(prof.events(), key=lambda e: e.time_range.start)
+    events = sorted(_profiled(call, cuda, memory=True).events(), key=lambda e: e.time_range.start)
     live = peak = allocated = 0
     for event in events:
         change = event.self_cpu_memory_usage
@@ -152,46 +189,71 @@ def _memory(call: Callable[[], object], cuda: bool) -> tuple[int, int]:
     return peak, allocated
 
 
-def measure(
-    case: Case, backend: str, device: str, repeats: int, clock: Callable[[], float]
-) -> Result:
-    from pytest_torchcompile import compiled, runner
-    from pytest_torchcompile.runner import Checker, isolated
-    from pytest_torchcompile.settings import Settings
+def _count_reruns(plugin: Callable[[], None], calls: int) -> float:
+    """Sides per plugin call beyond eager and compiled, over `calls` untimed calls: re-runs
+    for a rule, the compiled run as the user compiles it. Counted by wrapping `run_side` where the plugin calls it, outside the timed
+    calls, so the timings are of the check as shipped."""
+    from pytest_torchcompile import calls as calls_module
+    from pytest_torchcompile import compiled
 
-    cuda = device == "cuda"
-    sides = [0]  # run_side calls: 2 per plugin call, more when it re-runs eager for a rule
-    run_side = runner.run_side
+    sides = [0]
+    run_side = calls_module.run_side
 
     def counted(*args: Any, **kwargs: Any) -> Any:
         sides[0] += 1
         return run_side(*args, **kwargs)
+
+    calls_module.run_side = compiled.run_side = counted  # type: ignore[attr-defined]
+    try:
+        for _ in range(calls):
+            plugin()
+    finally:
+        calls_module.run_side = compiled.run_side = run_side  # type: ignore[attr-defined]
+    return (sides[0] - 2 * calls) / calls
+
+
+def _pair(
+    case: Case, backend: str, device: str, alarms: list[str]
+) -> tuple[Callable[[], None], Callable[[], None]]:
+    """The hand-written check and the plugin's on two copies of one model, not yet compiled."""
+    from pytest_torchcompile.runner import Checker
+    from pytest_torchcompile.settings import Settings
 
     torch.manual_seed(0)
     hand_model = case.make().to(device)
     plugin_model = copy.deepcopy(hand_model)
     x = torch.randn(case.shape, device=device)
     checker = Checker(Settings(backend=backend))
+    hand = _hand_written(hand_model, x, backend, alarms)
+
+    def plugin() -> None:
+        checker(plugin_model, x)
+
+    return hand, plugin
+
+
+def measure(
+    case: Case, backend: str, device: str, repeats: int, clock: Callable[[], float]
+) -> Result:
+    from pytest_torchcompile.accounting import Accountant
+    from pytest_torchcompile.runner import isolated
+
+    cuda = device == "cuda"
     alarms: list[str] = []
-    with isolated(checker.accountant):
-        hand = _hand_written(hand_model, x, backend, alarms)
-
-        def plugin() -> None:
-            checker(plugin_model, x)
-
+    with isolated(Accountant()):
+        hand, plugin = _pair(case, backend, device, alarms)
         for _ in range(3):  # compile, then warm both
             hand()
             plugin()
         hand_times, plugin_times = [], []
-        runner.run_side = compiled.run_side = counted  # eager, re-runs, compiled side
-        try:
-            for _ in range(repeats):
-                hand_times.append(_timed(hand, cuda, clock))
-                plugin_times.append(_timed(plugin, cuda, clock))
-        finally:
-            runner.run_side = compiled.run_side = run_side
+        for _ in range(repeats):
+            hand_times.append(_timed(hand, cuda, clock))
+            plugin_times.append(_timed(plugin, cuda, clock))
         hand_peak, hand_allocated = _memory(hand, cuda)
         plugin_peak, plugin_allocated = _memory(plugin, cuda)
+        hand_launches = _launches(_profiled(hand, cuda), cuda)
+        plugin_launches = _launches(_profiled(plugin, cuda), cuda)
+        reruns = _count_reruns(plugin, min(repeats, 5))
     return Result(
         statistics.median(hand_times) * 1e3,
         statistics.median(plugin_times) * 1e3,
@@ -199,13 +261,24 @@ def measure(
         plugin_peak,
         hand_allocated,
         plugin_allocated,
+        hand_launches,
+        plugin_launches,
         alarms,
-        sides[0] - 2 * repeats,
+        reruns,
     )
 
 
 def _mib(n: int) -> str:
     return "-" if n < 0 else f"{n / 2**20:.2f} MiB"
+
+
+def _selected(options: argparse.Namespace) -> list[Case]:
+    cuda = options.device == "cuda"
+    return [
+        case
+        for case in _cases()
+        if (cuda or not case.cuda_only or options.only) and options.only in case.name
+    ]
 
 
 def run_overhead(options: argparse.Namespace) -> None:
@@ -220,16 +293,14 @@ def run_overhead(options: argparse.Namespace) -> None:
         f"{options.repeats} warm calls, interleaved"
     )
     memory = "peak CUDA memory" if cuda else "peak / allocated CPU memory (profiler)"
+    launches = "CUDA kernels per call" if cuda else "ATen ops per call"
     print(
-        f"| model | hand-written | plugin | ratio | fixed cost | {memory}: hand-written | plugin |"
+        f"| model | hand-written | plugin | ratio | fixed cost | {memory}: hand-written | plugin "
+        f"| {launches}: hand-written | plugin | extra runs per call |"
     )
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     notes: list[str] = []
-    for case in _cases():
-        if case.cuda_only and not cuda:
-            continue
-        if options.only and options.only not in case.name:
-            continue
+    for case in _selected(options):
         clock = time.process_time if options.clock == "cpu" else time.perf_counter
         r = measure(case, options.backend, options.device, options.repeats, clock)
         if cuda:
@@ -240,44 +311,61 @@ def run_overhead(options: argparse.Namespace) -> None:
         print(
             f"| {case.name} | {r.hand_ms:.2f} ms | {r.plugin_ms:.2f} ms | "
             f"{r.plugin_ms / r.hand_ms:.2f}x | {r.plugin_ms - r.hand_ms:+.2f} ms | "
-            f"{hand_mem} | {plugin_mem} |",
+            f"{hand_mem} | {plugin_mem} | {r.hand_launches} | {r.plugin_launches} | "
+            f"{r.reruns:g} |",
             flush=True,
         )
-        if r.alarms or r.reruns:
+        if r.alarms:
             notes.append(
-                f"{case.name}: hand-written assert_close failed on {', '.join(r.alarms) or '-'}; "
-                f"the plugin re-ran eager {r.reruns} times in {options.repeats} calls"
+                f"{case.name}: the hand-written assert_close(rtol=atol={TOLERANCE:g}) failed on "
+                f"{', '.join(r.alarms)}"
             )
     for note in notes:
         print(note)
+    if options.profile:
+        for case in _selected(options):
+            run_profile(case, options)
 
 
 # --- where a plugin call's time goes ------------------------------------------------------------
 
 
-def run_profile(options: argparse.Namespace) -> None:
+def run_profile(case: Case, options: argparse.Namespace) -> None:
+    """torch.profiler over one warm plugin check: its top ops by self CPU (and self CUDA) time."""
+    from pytest_torchcompile.accounting import Accountant
+    from pytest_torchcompile.runner import isolated
+
+    cuda = options.device == "cuda"
+    with isolated(Accountant()):
+        _, plugin = _pair(case, options.backend, options.device, [])
+        for _ in range(3):
+            plugin()
+        prof = _profiled(plugin, cuda)
+    print(f"\n{case.name}, {options.backend}, {options.device}: one warm plugin check")
+    averages = prof.key_averages()
+    for key in ["self_cpu_time_total"] + (["self_device_time_total"] if cuda else []):
+        print(f"\nby {key}:")
+        print(averages.table(sort_by=key, row_limit=options.top, max_name_column_width=60))
+
+
+def run_cprofile(options: argparse.Namespace) -> None:
     """cProfile over warm plugin calls: each of the plugin's functions, by cumulative time."""
     import cProfile
     import pstats
 
-    from pytest_torchcompile.runner import Checker, isolated
-    from pytest_torchcompile.settings import Settings
+    from pytest_torchcompile.accounting import Accountant
+    from pytest_torchcompile.runner import isolated
 
     package = str(ROOT / "pytest_torchcompile")
-    for case in _cases():
-        if (case.cuda_only and options.device != "cuda") or options.only not in case.name:
-            continue
-        torch.manual_seed(0)
-        model = case.make().to(options.device)
-        x = torch.randn(case.shape, device=options.device)
-        checker = Checker(Settings(backend=options.backend))
-        with isolated(checker.accountant):
+    for case in _selected(options):
+        with isolated(Accountant()):
+            _, plugin = _pair(case, options.backend, options.device, [])
             for _ in range(3):
-                checker(model, x)
+                plugin()
             profiler = cProfile.Profile()
             profiler.enable()
             for _ in range(options.repeats):
-                checker(model, x)
+                plugin()
             profiler.disable()
         stats = pstats.Stats(profiler).stats  # type: ignore[attr-defined]
         rows = []
@@ -398,14 +486,23 @@ def main() -> None:
     )
     parser.add_argument("--only", default="", help="run the models whose name contains this")
     parser.add_argument("--startup", action="store_true", help="measure plugin start-up only")
-    parser.add_argument("--profile", action="store_true", help="profile warm plugin calls")
-    parser.add_argument("--top", type=int, default=30, help="rows of the --profile table")
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="after the table, torch.profiler's top ops of one warm plugin check per model",
+    )
+    parser.add_argument(
+        "--cprofile",
+        action="store_true",
+        help="only cProfile the plugin's functions over warm calls",
+    )
+    parser.add_argument("--top", type=int, default=25, help="rows of each profile table")
     options = parser.parse_args()
     torch.set_num_threads(options.threads)
     if options.startup:
         run_startup(options.repeats)
-    elif options.profile:
-        run_profile(options)
+    elif options.cprofile:
+        run_cprofile(options)
     else:
         run_overhead(options)
 

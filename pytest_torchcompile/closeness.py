@@ -45,10 +45,16 @@ class _Peak:
     value: float = 0.0
     at: int = 0
 
-    def update(self, values: Tensor, start: int) -> None:
+    @staticmethod
+    def unread(values: Tensor, start: int) -> list[Tensor]:
+        """This chunk's greatest value and its flat index, not yet read from the device."""
         best, where = torch.max(values, 0)
-        if best.item() > self.value:
-            self.value, self.at = float(best.item()), start + int(where.item())
+        return [best.to(torch.float64), (where + start).to(torch.float64)]
+
+    def take(self, best: float, at: float) -> None:
+        """Fold in a chunk's read `unread` values: an earlier chunk keeps a tie."""
+        if best > self.value:
+            self.value, self.at = best, int(at)
 
 
 @dataclass
@@ -101,9 +107,17 @@ def rms(a: Tensor, b: Tensor) -> float:
 def distance(a: Tensor, b: Tensor) -> _Peak:
     """Greatest |a - b| over elements where both are finite."""
     peak = _Peak()
-    for start, (x, y) in _chunks(a, b):
-        peak.update(_finite_diff(x, y)[3], start)
+    for row in _read_rows(
+        torch.stack(_Peak.unread(_finite_diff(x, y)[3], start)) for start, (x, y) in _chunks(a, b)
+    ):
+        peak.take(*row)
     return peak
+
+
+def _read_rows(rows: Iterator[Tensor]) -> list[list[float]]:
+    """Each chunk's row of statistics, read from the device in one host sync."""
+    found = list(rows)
+    return torch.stack(found).tolist() if found else []
 
 
 def plainly_close(c: Tensor, e: Tensor, rtol: float, atol: float) -> tuple[float, float] | None:
@@ -121,41 +135,168 @@ def plainly_close(c: Tensor, e: Tensor, rtol: float, atol: float) -> tuple[float
     return _verdict(*_closeness(c, e, rtol, atol).tolist()[:3])
 
 
-def plainly_close_all(
-    pairs: list[tuple[Tensor, Tensor, float, float]],
-) -> list[tuple[tuple[float, float] | None, tuple[float, float] | None]]:
-    """For each (c, e, rtol, atol): `plainly_close`, and the same within the noise floor (as
-    `_within_noise_floor`), with two host syncs per device in all.
+Verdicts = tuple[tuple[float, float] | None, tuple[float, float] | None]
+"""A leaf's (max_abs, max_rel) where it passes the plain tolerance, and where it passes that
+tolerance widened by its noise floor; None where it may not (the scan then judges it)."""
 
-    First which leaves differ at all (most state a call leaves alone is equal), then the fused
-    verdicts of the inexact ones that do; exact dtypes that differ are the scan's to judge.
+MARGIN_ULPS = 8.0
+"""A batch judged in the leaves' own dtype passes a leaf only this many ulps inside its bound
+(and a smallest-normal below it): rounding there cannot turn a fail into a pass."""
+
+_WORKING_DTYPES = {
+    torch.float32: torch.float32,
+    torch.float64: torch.float64,
+    torch.float16: torch.float32,  # no reduction kernels are lost; float32 holds them exactly
+    torch.bfloat16: torch.float32,
+}
+
+
+def plainly_close_all(pairs: list[tuple[Tensor, Tensor, float, float]]) -> list[Verdicts]:
+    """For each (c, e, rtol, atol): `plainly_close`, and the same within the noise floor, with at
+    most two host syncs per device in all and a number of kernel launches that does not grow
+    with the number of leaves.
+
+    Leaves alike in device, dtype and tolerance are judged together (`_Batch`): concatenated
+    into one buffer per side, compared in their own dtype with per-leaf maxima by segment
+    reductions, about 25 launches per batch of up to CHUNK_ELEMENTS elements. What a batch
+    cannot settle for sure (a leaf outside its bound or within MARGIN_ULPS of it, a NaN or an
+    infinity, a complex or a larger leaf) is judged as before, leaf by leaf in float64. A leaf
+    that passes within its floor but perhaps not without gets (None, verdict): the floor rule
+    passes it just the same.
     """
-    differs = _read_all([(c != e).any() for c, e, _, _ in pairs])
-    equal = (0.0, 0.0)
-    verdicts: list[tuple[tuple[float, float] | None, tuple[float, float] | None]] = [
-        (None, None) if d else (equal, equal) for d in differs
-    ]
-    inexact = [i for i, d in enumerate(differs) if d and is_inexact(pairs[i][1])]
-    rows = _read_all(
-        [_closeness(*pairs[i], floor=_floor_of(pairs[i][1], pairs[i][1].dtype)) for i in inexact]
-    )
-    for i, row in zip(inexact, rows, strict=True):
-        far, max_abs, max_rel, far_beyond_floor = row
-        verdicts[i] = _verdict(far, max_abs, max_rel), _verdict(far_beyond_floor, max_abs, max_rel)
+    verdicts: list[Verdicts | None] = [None] * len(pairs)
+    batches = _Batch.of(pairs)
+    for batch, values in zip(batches, _read_flat([b.judge() for b in batches]), strict=True):
+        for i, verdict in zip(batch.indices, batch.verdicts(values), strict=True):
+            verdicts[i] = verdict
+    rest = [i for i, verdict in enumerate(verdicts) if verdict is None]
+    for i, verdict in zip(rest, _leaf_by_leaf([pairs[i] for i in rest]), strict=True):
+        verdicts[i] = verdict
+    return [verdict or (None, None) for verdict in verdicts]
+
+
+def _leaf_by_leaf(pairs: list[tuple[Tensor, Tensor, float, float]]) -> list[Verdicts]:
+    """`plainly_close_all` in float64, leaf by leaf (in chunks): whether each differs at all and,
+    for inexact ones, the fused verdicts, read in one host sync per device."""
+    unread = []
+    for c, e, rtol, atol in pairs:
+        differs = (c != e).any()[None].to(torch.float64)
+        if is_inexact(e):
+            fused = _closeness(c, e, rtol, atol, floor=_floor_of(e, e.dtype))
+            differs = torch.cat([differs, fused])
+        unread.append(differs)
+    verdicts: list[Verdicts] = []
+    for pair, row in zip(pairs, _read_flat(unread), strict=True):
+        if not row[0]:
+            verdicts.append(((0.0, 0.0), (0.0, 0.0)))
+        elif is_inexact(pair[1]):
+            far, max_abs, max_rel, far_beyond_floor = row[1:]
+            verdicts.append(
+                (_verdict(far, max_abs, max_rel), _verdict(far_beyond_floor, max_abs, max_rel))
+            )
+        else:
+            verdicts.append((None, None))
     return verdicts
 
 
-def _read_all(values: list[Tensor]) -> list[Any]:
-    """Each tensor's value as Python numbers, with one host sync per device."""
+def _read_flat(values: list[Tensor]) -> list[list[float]]:
+    """Each 1-d tensor's values as Python floats, with one host sync per device."""
     by_device: dict[torch.device, list[int]] = {}
     for i, value in enumerate(values):
         by_device.setdefault(value.device, []).append(i)
-    read: list[Any] = [None] * len(values)
+    read: list[list[float]] = [[] for _ in values]
     for indices in by_device.values():
-        stacked = torch.stack([values[i].to(torch.float64) for i in indices]).tolist()
-        for i, value in zip(indices, stacked, strict=True):
-            read[i] = value
+        flat = torch.cat([values[i].to(torch.float64) for i in indices]).tolist()
+        for i in indices:
+            read[i], flat = flat[: values[i].numel()], flat[values[i].numel() :]
     return read
+
+
+@dataclass
+class _Batch:
+    """Leaves of one device, dtype and tolerance, judged in one fused pass."""
+
+    indices: list[int]
+    c: list[Tensor]
+    e: list[Tensor]
+    rtol: float
+    atol: float
+
+    @classmethod
+    def of(cls, pairs: list[tuple[Tensor, Tensor, float, float]]) -> list[_Batch]:
+        """The batches of `pairs`, each of up to CHUNK_ELEMENTS elements; complex leaves and
+        larger ones are in none (they are judged leaf by leaf, in chunks)."""
+        open_batches: dict[tuple[Any, ...], _Batch] = {}
+        batches: list[_Batch] = []
+        for i, (c, e, rtol, atol) in enumerate(pairs):
+            if e.is_complex() or e.numel() > CHUNK_ELEMENTS:
+                continue
+            key = (e.device, e.dtype, rtol, atol)
+            batch = open_batches.get(key)
+            if batch is None or batch.numel() + e.numel() > CHUNK_ELEMENTS:
+                batch = open_batches[key] = cls([], [], [], rtol, atol)
+                batches.append(batch)
+            batch.indices.append(i)
+            batch.c.append(c.reshape(-1))
+            batch.e.append(e.reshape(-1))
+        return batches
+
+    def numel(self) -> int:
+        return sum(t.numel() for t in self.e)
+
+    def judge(self) -> Tensor:
+        """Unread: for an exact dtype, whether any element differs; for a floating one, per leaf
+        max |c - e|, max |c - e| / |e| (over e != 0), max of |c - e| minus the leaf's bound
+        (atol + rtol * |e|, less the margin) and the sum of e squared, in that order."""
+        dtype = self.e[0].dtype
+        work = _WORKING_DTYPES.get(dtype)
+        if work is None:  # integers and bools: equal or not, the scan says how
+            return (torch.cat(self.c) != torch.cat(self.e)).any()[None].to(torch.float64)
+        e = torch.cat(self.e).to(work)
+        d = torch.cat(self.c).to(work).sub_(e).abs_()
+        lengths = torch.tensor([t.numel() for t in self.e], device=e.device)
+
+        def peaks(values: Tensor, reduce: str = "max") -> Tensor:
+            return torch.segment_reduce(values, reduce, lengths=lengths, initial=0.0)
+
+        scratch = torch.mul(e, e)
+        squares = peaks(scratch, "sum")
+        e.abs_()
+        zero = e == 0
+        relative = peaks(torch.div(d, e, out=scratch).masked_fill_(zero, 0.0))
+        info = torch.finfo(work)
+        keep = 1.0 - MARGIN_ULPS * info.eps
+        bound = torch.mul(e, self.rtol * keep, out=scratch).add_(self.atol * keep - info.tiny)
+        excess = torch.segment_reduce(
+            torch.sub(d, bound, out=scratch), "max", lengths=lengths, initial=-math.inf
+        )
+        return torch.cat([peaks(d), relative, excess, squares]).to(torch.float64)
+
+    def verdicts(self, values: list[float]) -> list[Verdicts | None]:
+        """Each leaf's verdicts from `judge`'s values; None where the batch cannot be sure."""
+        if len(values) == 1:  # an exact dtype: all equal, or judged leaf by leaf
+            return [((0.0, 0.0), (0.0, 0.0)) if not values[0] else None for _ in self.indices]
+        n = len(self.indices)
+        wide = self.e[0].dtype == torch.float64
+        eps = torch.finfo(torch.float64 if wide else torch.float32).eps  # the floor's unit
+        u = torch.finfo(_WORKING_DTYPES[self.e[0].dtype]).eps  # the batch's rounding unit
+        found: list[Verdicts | None] = []
+        for j, e in enumerate(self.e):
+            max_abs, max_rel, excess, squares = values[j::n]
+            floor = NOISE_ULPS * eps * math.sqrt(squares / max(e.numel(), 1))
+            passed = (max_abs, max_rel)
+            # Rounding moved |c - e| minus the bound by at most u * (excess + max_abs), and the
+            # floor's sum of squares, summed in order at worst, by numel * u of itself.
+            slack = excess * (1 + 2 * u) + 2 * u * max_abs
+            if not math.isfinite(max_abs):
+                found.append(None)  # a NaN or an infinity: the leaf-by-leaf pass says how
+            elif excess <= 0:
+                found.append((passed, passed))
+            elif math.isfinite(floor) and slack <= floor * (1 - (e.numel() + 4) * u):
+                found.append((None, passed))
+            else:
+                found.append(None)
+        return found
 
 
 @dataclass(frozen=True)
@@ -247,8 +388,10 @@ def scan_leaf(
     """
     scan = Scan(e.numel())
     exact = not is_inexact(e)
+    rows = []
     for start, chunk in _chunks(c, e) if reference is None else _chunks(c, e, reference):
         cw, ew, finite, diff = _finite_diff(chunk[0], chunk[1])
+        rescued = torch.zeros((), dtype=torch.int64, device=cw.device)
         if exact:
             ok = chunk[0] == chunk[1]
         else:
@@ -263,21 +406,32 @@ def scan_leaf(
                     r_finite & close,
                     ~r_finite & (~e_finite | same_nonfinite(cw, rounded)),
                 )
-                scan.rescued += int((agrees & ~ok & ~e_finite & c_finite).sum())
+                rescued = (agrees & ~ok & ~e_finite & c_finite).sum()
                 ok |= agrees
         bad = ~ok
         value_bad = bad & finite
-        placement = bad & ~finite
-        scan.mismatched += int(bad.sum())
-        scan.value_mismatches += int(value_bad.sum())
-        if scan.first_placement < 0 and bool(placement.any()):
-            scan.first_placement = start + int(placement.nonzero()[0, 0])
+        placement = (bad & ~finite).to(torch.uint8)
         magnitude = ew.abs()
         rel = diff / magnitude
-        scan.abs_all.update(diff, start)
-        scan.rel_all.update(torch.where(finite & (magnitude > 0), rel, 0.0), start)
-        scan.abs_bad.update(torch.where(value_bad, diff, 0.0), start)
-        scan.rel_bad.update(torch.where(value_bad, rel, 0.0), start)
+        counts = [bad.sum(), value_bad.sum(), rescued, placement.amax(), placement.argmax() + start]
+        rows.append(
+            torch.stack(
+                [count.to(torch.float64) for count in counts]
+                + _Peak.unread(diff, start)
+                + _Peak.unread(torch.where(finite & (magnitude > 0), rel, 0.0), start)
+                + _Peak.unread(torch.where(value_bad, diff, 0.0), start)
+                + _Peak.unread(torch.where(value_bad, rel, 0.0), start)
+            )
+        )
+    for row in _read_rows(iter(rows)):
+        mismatched, value_mismatches, rescued_here, placed, first_placed = row[:5]
+        scan.mismatched += int(mismatched)
+        scan.value_mismatches += int(value_mismatches)
+        scan.rescued += int(rescued_here)
+        if scan.first_placement < 0 and placed:
+            scan.first_placement = int(first_placed)
+        for k, peak in enumerate((scan.abs_all, scan.rel_all, scan.abs_bad, scan.rel_bad)):
+            peak.take(row[5 + 2 * k], row[6 + 2 * k])
     return scan
 
 

@@ -55,8 +55,8 @@ def draws_random(gm: torch.fx.GraphModule) -> bool:
     tagged `nondeterministic_seeded` (the tag Inductor reads), a torch function or Tensor method
     of such an operator's name (`torch.rand`, `Tensor.uniform_`, `F.dropout`), or a known
     composite that draws inside (`F.gumbel_softmax`); unless a literal argument rules the draw
-    out (dropout with `training=False` or `p=0`, `rrelu` outside training, attention without
-    dropout).
+    out (dropout with `training=False` or `p=0`, `rrelu` outside training, attention and
+    multi-head attention without dropout).
     """
     for module in gm.modules():
         if not isinstance(module, torch.fx.GraphModule):
@@ -90,6 +90,9 @@ def _call_draws(node: torch.fx.Node) -> bool:
         return _literal(node, "training", 3, default=False) is not False
     if name == "scaled_dot_product_attention":
         return bool(_literal(node, "dropout_p", 4, default=0.0) != 0)
+    if name == "multi_head_attention_forward":  # nn.MultiheadAttention: dropout inside
+        training = _literal(node, "training", 13, default=True)
+        return not (training is False or _literal(node, "dropout_p", 10) == 0)
     return bool(name in _DRAWING_FUNCTIONS or name in _compat.nondeterministic_seeded_op_names())
 
 

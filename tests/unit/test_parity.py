@@ -563,9 +563,14 @@ def test_the_fast_path_settles_a_leaf_exactly_as_the_scan_would(
     with pytest.MonkeyPatch.context() as patch:  # the batch a whole call's leaves go through
         patch.setattr(closeness, "CHUNK_ELEMENTS", chunk)
         [(plain, within_floor)] = closeness.plainly_close_all([(c, e, rtol, atol)])
-        assert plain == fast
         floor = closeness.noise_floor(e, e.dtype) if closeness.is_inexact(e) else 0.0
-        assert within_floor == closeness.plainly_close(c, e, rtol, atol + floor)
+        exact_floor = closeness.plainly_close(c, e, rtol, atol + floor)
+    # Judged in the leaf's own dtype: the same verdicts (a plain one it cannot be sure of is
+    # left to the floor, which passes it alike), the errors up to float32 rounding.
+    assert plain is None or plain == pytest.approx(fast, rel=2**-20, abs=0)
+    assert (within_floor is None) == (exact_floor is None)
+    assert within_floor is None or within_floor == pytest.approx(exact_floor, rel=2**-20, abs=0)
+    assert fast is None or plain is not None or within_floor is not None
 
 
 # --- metadata -------------------------------------------------------------------------------

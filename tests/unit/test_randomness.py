@@ -28,6 +28,11 @@ def _checkpointed_dropout(x: torch.Tensor) -> torch.Tensor:
     return torch.utils.checkpoint.checkpoint(F.dropout, x, 0.5, use_reentrant=False)
 
 
+def _attention(dropout: float) -> torch.nn.MultiheadAttention:
+    """As TransformerEncoderLayer holds it: in training unless made otherwise."""
+    return torch.nn.MultiheadAttention(8, 2, dropout=dropout, batch_first=True)
+
+
 X = torch.randn(2, 4, 8)
 DRAWING = {
     "dropout module in training": torch.nn.Dropout(0.3).train(),
@@ -43,6 +48,7 @@ DRAWING = {
     "attention with dropout": lambda x: F.scaled_dot_product_attention(x, x, x, dropout_p=0.1),
     "an ATen op called directly": lambda x: torch.ops.aten.bernoulli.p(x, 0.5),
     "dropout inside a checkpoint": _checkpointed_dropout,
+    "multi-head attention with dropout": lambda x: _attention(0.1)(x, x, x)[0],
 }
 NOT_DRAWING = {
     "arithmetic": lambda x: x.sin() @ x.transpose(-1, -2),
@@ -50,6 +56,8 @@ NOT_DRAWING = {
     "dropout with p=0": lambda x: F.dropout(x, 0.0),
     "rrelu outside training": lambda x: F.rrelu(x),
     "attention without dropout": lambda x: F.scaled_dot_product_attention(x, x, x),
+    "multi-head attention without dropout": lambda x: _attention(0.0)(x, x, x)[0],
+    "multi-head attention in eval": lambda x: _attention(0.1).eval()(x, x, x)[0],
 }
 
 

@@ -26,11 +26,12 @@ def test_by_reference_excuses_what_eager_is_as_wrong_as_and_not_a_corrupted_elem
     plain = scan_leaf(c, e, *F32)
     assert plain.mismatched
     judged = rules.by_reference(e, c, r, *F32, plain)
-    assert judged.passed
-    assert "Judged against a float64 reference" in judged.lines[0]
+    assert judged.passed and not judged.lines  # the lines explain a failure only
     bad = c.clone()
     bad[1] += 0.1  # far above 3x eager's error and 128 ulps of the leaf's rms
-    assert not rules.by_reference(e, bad, r, *F32, scan_leaf(bad, e, *F32)).passed
+    failed = rules.by_reference(e, bad, r, *F32, scan_leaf(bad, e, *F32))
+    assert not failed.passed
+    assert "Judged against a float64 reference" in failed.lines[0]
 
 
 def test_by_rounding_noise_bounds_compiled_by_three_times_the_noise() -> None:
