@@ -754,3 +754,34 @@ def is_cpp_compile_error(exc: BaseException) -> bool:
     from torch._inductor import exc as inductor_exc
 
     return isinstance(exc, inductor_exc.CppCompileError)
+
+
+# --- the export paths (helper "export-paths") ---
+
+
+def aoti_package(
+    program: torch.export.ExportedProgram, package_path: str, configs: dict[str, Any]
+) -> str:
+    """An exported program compiled by AOTInductor into a .pt2 package at `package_path`."""
+    from torch._inductor import aoti_compile_and_package
+
+    return aoti_compile_and_package(program, package_path=package_path, inductor_configs=configs)
+
+
+def aoti_load(package_path: str, device_index: int) -> Callable[..., Any]:
+    """A loaded AOTInductor package, callable as the exported program's module is."""
+    from torch._inductor import aoti_load_package
+
+    return aoti_load_package(package_path, device_index=device_index)
+
+
+def aoti_bind_constants(loaded: Any, tensors: Mapping[str, torch.Tensor]) -> None:
+    """Make the package read and write `tensors` (by fully qualified name) in place of the
+    weights it was packaged with: a mutated buffer lands in the caller's tensor, and a weight
+    changed between calls is seen by the next. Every constant the package has must be given."""
+    wanted = loaded.get_constant_fqns()
+    missing = sorted(set(wanted) - set(tensors))
+    if missing:
+        raise RuntimeError(f"the package has constants the program has no tensor for: {missing}")
+    chosen = {name: tensors[name] for name in wanted}
+    loaded.load_constants(chosen, check_full_update=True, user_managed=True)
