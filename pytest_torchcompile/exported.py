@@ -53,6 +53,17 @@ class Refusal:
     exception: BaseException
 
 
+@dataclass(frozen=True)
+class _Scalar:
+    """A Python scalar input as a program is specialised on it: its type and its value."""
+
+    kind: str
+    value: Hashable
+
+    def __str__(self) -> str:
+        return repr(self.value)
+
+
 class _Program(torch.nn.Module):
     """A function as the module torch.export takes; the function's own tensors stay its own."""
 
@@ -202,7 +213,7 @@ def _facts(name: str, value: Any, facts: dict[str, Hashable]) -> None:
         for key, item in value.items():
             _facts(f"{name}[{key!r}]", item, facts)
     elif value is None or isinstance(value, (bool, int, float, complex, str)):
-        facts[name] = (type(value).__name__, value)  # 1, 1.0 and True are different programs
+        facts[name] = _Scalar(type(value).__name__, value)  # 1, 1.0, True: three programs
     else:
         facts[f"{name} object"] = id(value)  # exported for this very object
 
@@ -221,8 +232,6 @@ def _recompile(
 
 
 def _shown(value: Hashable) -> str:
-    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], str):
-        return repr(value[1])  # a scalar input, shown without its type's name
     return "absent" if value is None else str(value)
 
 
