@@ -112,9 +112,9 @@ def test_the_example_models_pass_through_aot_inductor(pytester):
 
 
 def test_aot_inductor_reading_a_counter_it_increments_as_a_constant_is_caught(pytester):
-    """A real AOTInductor bug (torch 2.13, CPU): a 0-d buffer the program updates in place is
-    read as the value it had when packaged, so BatchNorm's num_batches_tracked stays at 1
-    (benchmarks/aoti_scalar_buffer.py shows it without the plugin)."""
+    """A real AOTInductor bug (torch 2.13, CPU): a 0-d or one-element buffer the program updates
+    in place is read as the value it had when packaged, so BatchNorm's num_batches_tracked stays
+    at 1 (benchmarks/aoti_scalar_buffer.py shows it without the plugin)."""
     pytester.makepyfile(MODELS.format(calls=2))
     result = pytester.runpytest("--compile-backend=aot_inductor", NO_BISECT, "-k", "conv_bn_train")
     result.assert_outcomes(failed=1)
