@@ -152,11 +152,11 @@ class Exported:
         loaded = _compat.aoti_load(
             _compat.aoti_package(program, path, configs), _device_index(self.target, args, kwargs)
         )
-        tensors = {**program.state_dict, **program.constants}
-        _compat.aoti_bind_constants(
-            loaded, {k: v for k, v in tensors.items() if isinstance(v, torch.Tensor)}
-        )
-        return loaded
+        named = {**program.state_dict, **program.constants}
+        tensors = {k: v for k, v in named.items() if isinstance(v, torch.Tensor)}
+        _compat.aoti_bind_constants(loaded, tensors)
+        buffers = [tensors[name] for name in program.graph_signature.buffers if name in tensors]
+        return _Package(loaded, buffers)
 
     def _package_directory(self) -> str:
         if self._directory is None:
@@ -181,6 +181,27 @@ class Exported:
             None if last is None else _recompile(frame, last, facts),
             seconds,
         )
+
+
+class _Package:
+    """A loaded AOTInductor package, called as the program is.
+
+    It writes inputs and buffers in place from C++, where autograd's version counters do not
+    see it, and the checker reads those counters to know what a call may have changed (and so
+    keep its state before the call for re-runs): after each call every tensor input and bound
+    buffer is counted as written, which costs at most a copy kept that was not needed.
+    """
+
+    def __init__(self, loaded: Callable[..., Any], buffers: list[torch.Tensor]) -> None:
+        self._loaded = loaded
+        self._buffers = buffers
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        out = self._loaded(*args, **kwargs)
+        inputs = [leaf for leaf in leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+        for tensor in [*inputs, *self._buffers]:
+            torch.autograd.graph.increment_version(tensor)
+        return out
 
 
 def signature(

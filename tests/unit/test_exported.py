@@ -59,3 +59,18 @@ def test_the_report_says_what_aot_inductor_does_not_compare_and_what_export_igno
     assert "gradients and outputs' requires_grad not compared" in aoti
     (ignored,) = exported.path_notes(Settings(backend="export", dynamic="true"))
     assert ignored.startswith("dynamic=true not applied on backend=export")
+
+
+def test_a_package_call_counts_its_inputs_and_buffers_as_written():
+    """A package writes from C++, unseen by version counters, which the checker reads to keep a
+    call's state before it for re-runs; without the bump a float16 in-place update on
+    aot_inductor had no float64 reference, and its rounding failed it (examples' ema_update)."""
+    average, value, buffer = torch.ones(3), torch.ones(3), torch.zeros(2)
+
+    def package(a, v):
+        a.data.add_(v.data)  # as C++ writes it: through no autograd-visible op
+        return a.sum()
+
+    before = [t._version for t in (average, value, buffer)]
+    exported._Package(package, [buffer])(average, v=value)
+    assert [t._version for t in (average, value, buffer)] == [v + 1 for v in before]
