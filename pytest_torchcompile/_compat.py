@@ -773,3 +773,34 @@ def pytree_children(value: Any) -> list[tuple[str, Any]] | None:
         return [(str(key), child) for key, child in keyed]
     children, _ = node.flatten_fn(value)
     return [(f"[{index}]", child) for index, child in enumerate(children)]
+
+
+# --- the export paths (helper "export-paths") ---
+
+
+def aoti_package(
+    program: torch.export.ExportedProgram, package_path: str, configs: dict[str, Any]
+) -> str:
+    """An exported program compiled by AOTInductor into a .pt2 package at `package_path`."""
+    from torch._inductor import aoti_compile_and_package
+
+    return aoti_compile_and_package(program, package_path=package_path, inductor_configs=configs)
+
+
+def aoti_load(package_path: str, device_index: int) -> Callable[..., Any]:
+    """A loaded AOTInductor package, callable as the exported program's module is."""
+    from torch._inductor import aoti_load_package
+
+    return aoti_load_package(package_path, device_index=device_index)
+
+
+def aoti_bind_constants(loaded: Any, tensors: Mapping[str, torch.Tensor]) -> None:
+    """Make the package read and write `tensors` (by fully qualified name) in place of the
+    weights it was packaged with: a mutated buffer lands in the caller's tensor, and a weight
+    changed between calls is seen by the next. Every constant the package has must be given."""
+    wanted = loaded.get_constant_fqns()
+    missing = sorted(set(wanted) - set(tensors))
+    if missing:
+        raise RuntimeError(f"the package has constants the program has no tensor for: {missing}")
+    chosen = {name: tensors[name] for name in wanted}
+    loaded.load_constants(chosen, check_full_update=True, user_managed=True)

@@ -264,6 +264,7 @@ class Accountant:
         self._labels = _FrameLabels()
         self._compiles = _CompileLedger(self._labels)
         self._cudagraphs = _CudagraphLedger(self._labels)
+        self._exports: list[GraphRecord] = []  # programs made by torch.export (exported.py)
         self._observed = 0
         self._depth = 0
         # The class of the module observe() is calling, if any; labelled only when it compiles.
@@ -274,6 +275,16 @@ class Accountant:
     def backend(self, inner: Callable[..., Any]) -> Callable[..., Any]:
         """A backend for torch.compile that counts each graph and compiles it with `inner`."""
         return _CountingBackend(inner, self._graphs)
+
+    def exported(
+        self, graph: GraphRecord, recompile: RecompileRecord | None, seconds: float
+    ) -> None:
+        """A whole program exported (torch.export: one graph, never a break) in `seconds`, and
+        the recompile it is where the callable was exported for another input signature before."""
+        self._exports.append(graph)
+        self._compiles.compile_time_s += seconds
+        if recompile is not None:
+            self._compiles.recompiles.append(recompile)
 
     @contextmanager
     def observe(
@@ -332,7 +343,7 @@ class Accountant:
         """Cumulative counts over every observed call of the test."""
         compiles = self._compiles
         fallbacks = list(compiles.fallbacks.values())
-        if self._observed and not compiles.frame_compiles and not self._graphs:
+        if self._observed and not (compiles.frame_compiles or self._graphs or self._exports):
             fallbacks.append(
                 FallbackRecord(
                     frame="the compiled callable",
@@ -348,7 +359,8 @@ class Accountant:
                     frame=self._labels.of(graph.compile_id), ops=graph.ops, reason=graph.reason
                 )
                 for graph in self._graphs
-            ],
+            ]
+            + self._exports,
             graph_breaks=list(compiles.breaks.values()),
             recompiles=list(compiles.recompiles),
             fallbacks=fallbacks,

@@ -19,7 +19,8 @@ import torch
 
 from pytest_torchcompile import _compat, parity, randomness
 from pytest_torchcompile.accounting import Accountant
-from pytest_torchcompile.settings import Settings, load_backend_callable
+from pytest_torchcompile.exported import Exported
+from pytest_torchcompile.settings import EXPORT_PATHS, Settings, load_backend_callable
 from pytest_torchcompile.sides import Side, nothing, run_side, state_left
 from pytest_torchcompile.snapshot import (
     Copies,
@@ -127,15 +128,38 @@ class CompiledSide:
                 entry = None
         if entry is None:
             target = module_copy if module_copy is not None else fn
-            compiled = torch.compile(
-                target,
-                backend=self._backend_object(),
-                fullgraph=self.settings.fullgraph,
-                dynamic=self.settings.torch_dynamic,
-            )
-            entry = Compiled(fn, module_copy, compiled)
+            entry = Compiled(fn, module_copy, self._compile(target, as_user=False))
             self._compiled[id(fn)] = entry
         return entry
+
+    def _compile(self, target: Callable[..., Any], *, as_user: bool) -> Callable[..., Any]:
+        """`target` compiled by torch.compile with the counted backend (as the user compiles it:
+        the user's, uncounted), or exported, on an export path."""
+        if self.settings.backend in EXPORT_PATHS:
+            accountant = None if as_user else self.accountant
+            return Exported(target, self.settings.backend, accountant, fallback_random=not as_user)
+        return torch.compile(
+            target,
+            backend=self._user_backend() if as_user else self._backend_object(),
+            fullgraph=self.settings.fullgraph,
+            dynamic=self.settings.torch_dynamic,
+        )
+
+    def _draws(self, entry: Compiled) -> randomness.RandomAwareBackend | Exported:
+        """What notes whether compiling `entry` made a graph that draws random numbers."""
+        if isinstance(entry.compiled, Exported):
+            return entry.compiled
+        self._backend_object()
+        assert self._random_aware is not None  # made with the backend
+        return self._random_aware
+
+    def refused_by(self, fn: Callable[..., Any], exc: BaseException | None) -> str | None:
+        """The export path whose exporter refused `fn`'s program, where `exc` (what its compiled
+        run raised) is that refusal; None otherwise."""
+        entry = self._compiled.get(id(fn))
+        if entry is None or not isinstance(entry.compiled, Exported):
+            return None
+        return entry.compiled.refused(exc)
 
     # run ----------------------------------------------------------------------------------------
 
@@ -158,11 +182,11 @@ class CompiledSide:
             memo.update(tensor_pairs(fn, entry.module_copy))
         copies = Copies(memo)
         side = self._side(entry.compiled, entry.module_copy, compiled_args, compiled_kwargs)
-        assert self._random_aware is not None  # made by _compiled_for
-        self._random_aware.drew = False
+        draws = self._draws(entry)
+        draws.drew = False
         around = functools.partial(self._observe, entry)
-        result = run_side(side, self.settings.backward, around)
-        entry.draws_random = entry.draws_random or self._random_aware.drew
+        result = run_side(side, self.settings.compares_backward, around)
+        entry.draws_random = entry.draws_random or draws.drew
         # The copies' tensors are watched by their marks; their plain attributes and the names
         # of their state by the caller's, which they were synced from.
         now = state_left(result, side)
@@ -183,12 +207,16 @@ class CompiledSide:
         """Around the compiled call and its backward: the accountant, and fallback_random where
         the callable draws random numbers, so a backward compiled lazily gets its forward's
         setting (graphs that draw none are unaffected by it)."""
-        assert self._random_aware is not None
-        drawing = entry.draws_random or self._random_aware.drew
-        with (
-            self.accountant.observe(
+        drawing = entry.draws_random or self._draws(entry).drew
+        observed = (
+            nullcontext()  # no Dynamo to observe: each export is counted as it is made
+            if isinstance(entry.compiled, Exported)
+            else self.accountant.observe(
                 module=entry.module_copy, cudagraphs=self.settings.uses_cudagraphs
-            ),
+            )
+        )
+        with (
+            observed,
             _compat.fallback_random_patched() if drawing else nullcontext(),
         ):
             yield
@@ -211,16 +239,10 @@ class CompiledSide:
         if as_user is None:
             module_copy = clone_tree(module) if module is not None else None
             target = module_copy if module_copy is not None else randomness.own_code(fn)
-            compiled = torch.compile(
-                target,
-                backend=self._user_backend(),
-                fullgraph=self.settings.fullgraph,
-                dynamic=self.settings.torch_dynamic,
-            )
-            as_user = entry.as_user = AsUser(module_copy, compiled)
+            as_user = entry.as_user = AsUser(module_copy, self._compile(target, as_user=True))
         _, user_args, user_kwargs = clone_tree((None, args, dict(kwargs)))
         side = self._side(as_user.compiled, as_user.module_copy, user_args, user_kwargs)
-        result = run_side(side, self.settings.backward, nothing)
+        result = run_side(side, self.settings.compares_backward, nothing)
         if result.exception is not None and _compat.is_recompile_limit_error(result.exception):
             return None
         return result

@@ -28,6 +28,12 @@ class EagerFallbackError(CompileParityFailure):
     """A call meant to be compiled ran eagerly (skipped frame, suppressed error): no parity was shown."""
 
 
+class ExportFailure(CompileParityFailure):
+    """torch.export or AOTInductor's packaging refused the program (backends export and
+    aot_inductor compile it whole, so what torch.compile would break the graph at fails here):
+    no parity was shown."""
+
+
 class UnusedCheckerError(CompileParityFailure):
     """A test marked compile_parity that never called the checker."""
 

@@ -15,6 +15,7 @@ from pytest_torchcompile import _compat
 from pytest_torchcompile.errors import (
     NOTE_PREFIX,
     CompileParityFailure,
+    ExportFailure,
     GraphBreakBudgetExceeded,
     RecompileLimitExceeded,
 )
@@ -130,14 +131,18 @@ def compile_refusal(
     eager: BaseException | None,
     settings: Settings,
     context: str,
+    refused_by: str | None = None,
 ) -> CompileParityFailure | None:
-    """The budget verdict where the compiler refused the call (Dynamo's recompile limit, a graph
-    break under fullgraph) and eager did not raise alike; None otherwise (parity judges it)."""
+    """The verdict where the compiler refused the call (Dynamo's recompile limit, a graph break
+    under fullgraph, or `refused_by`: the export path whose exporter raised `compiled`) and
+    eager did not raise alike; None otherwise (parity judges it)."""
     if compiled is None or (
         eager is not None
         and isinstance(_compat.user_exception(compiled), type(_compat.user_exception(eager)))
     ):
         return None
+    if refused_by is not None:
+        return export_failure(refused_by, compiled, settings, context)
     if _compat.is_recompile_limit_error(compiled):
         return RecompileLimitExceeded(
             "Dynamo hit its recompile limit, so this call would have run eagerly and "
@@ -149,3 +154,23 @@ def compile_refusal(
             f"graph break: {first_line(compiled)}\n{context}"
         )
     return None
+
+
+_EXPORTER_TEXT_LIMIT = 4000
+
+
+def export_failure(
+    path: str, exc: BaseException, settings: Settings, context: str
+) -> ExportFailure:
+    """The failure where torch.export or AOTInductor's packaging refused the program, with the
+    exporter's own message (which says where in the user's code, and how to fix it)."""
+    text = str(exc).strip()
+    if len(text) > _EXPORTER_TEXT_LIMIT:
+        text = text[:_EXPORTER_TEXT_LIMIT] + " [...]"
+    step = "export" if path == "torch.export" else "package"
+    return ExportFailure(
+        f"{path} could not {step} the program (backend={settings.backend}, from "
+        f"{settings.source('backend')}), so there was no compiled run and no parity was shown. "
+        "This path compiles the whole program, so what torch.compile would break the graph at "
+        f"fails here. The exporter said:\n\n{type(exc).__name__}: {text}\n\n{context}"
+    )

@@ -77,6 +77,7 @@ class CompareOptions:
     rtol: float | None = None
     atol: float | None = None
     check_strides: bool = True  # strides of output tensors, in dims of size > 1
+    check_requires_grad: bool = True  # False where the compiled side has no autograd
     context: str = ""  # backend, mode, dynamic, device...: appended to every message
 
     def __post_init__(self) -> None:
@@ -573,7 +574,7 @@ class _Comparer:
     def _tensor(self, name: str, e: Tensor, c: Tensor, section: str) -> None:
         problems = [
             f"{what}: eager {ev}, compiled {cv}"
-            for what, ev, cv in _metadata(e, c, self.options.check_strides and section == "output")
+            for what, ev, cv in _metadata(e, c, self.options, section)
         ]
         if (e.shape, e.dtype, e.device, e.layout) != (c.shape, c.dtype, c.device, c.layout):
             body = f"{name}: tensor metadata differs between eager and compiled.\n" + "\n".join(
@@ -717,7 +718,7 @@ class _MetadataComparer(_Comparer):
             self.leaves.append(LeafComparison(name, True, 0.0, 0.0, ""))
 
     def _tensor(self, name: str, e: Tensor, c: Tensor, section: str) -> None:
-        problems = _metadata(e, c, self.options.check_strides and section == "output")
+        problems = _metadata(e, c, self.options, section)
         if not problems:
             self.leaves.append(LeafComparison(name, True, 0.0, 0.0, ""))
             return
@@ -788,15 +789,19 @@ def _shape_mismatch(
     return f"{name}: eager has {len(e_node)} elements, compiled has {len(c_node)}."
 
 
-def _metadata(e: Tensor, c: Tensor, check_strides: bool) -> list[tuple[str, str, str]]:
+def _metadata(
+    e: Tensor, c: Tensor, options: CompareOptions, section: str
+) -> list[tuple[str, str, str]]:
     """(what, eager's, compiled's) for each piece of tensor metadata that differs."""
     pairs: list[tuple[str, Any, Any]] = [
         ("shape", tuple(e.shape), tuple(c.shape)),
         ("dtype", e.dtype, c.dtype),
         ("device", e.device, c.device),
         ("layout", e.layout, c.layout),
-        ("requires_grad", e.requires_grad, c.requires_grad),
     ]
+    if options.check_requires_grad:
+        pairs.append(("requires_grad", e.requires_grad, c.requires_grad))
+    check_strides = options.check_strides and section == "output"
     found = [(what, str(ev), str(cv)) for what, ev, cv in pairs if ev != cv]
     comparable = e.shape == c.shape and e.layout == c.layout == torch.strided
     if check_strides and comparable and e.numel() > 0 and _layout(e) != _layout(c):

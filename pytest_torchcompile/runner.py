@@ -17,12 +17,13 @@ from typing import Any, Protocol
 
 import torch
 
-from pytest_torchcompile import _compat, parity, randomness
+from pytest_torchcompile import _compat, exported, parity, randomness
 from pytest_torchcompile.accounting import Accountant
 from pytest_torchcompile.calls import Call, CallRunner
 from pytest_torchcompile.compiled import CompiledSide
 from pytest_torchcompile.errors import (
     CompileParityFailure,
+    ExportFailure,
     ParityError,
 )
 from pytest_torchcompile.messages import (
@@ -100,7 +101,7 @@ class Checker:
         self.accountant = accountant or Accountant()
         # Hypothesis examples share this checker: the recompile limit starts a fresh cache.
         self.examples = examples
-        self.notes: list[str] = []  # what the checker did that the report should say
+        self.notes = exported.path_notes(settings)  # what the report should say of the check
         self.calls = 0
         self.rejected = 0  # Hypothesis examples rejected because eager raised on them
         self.first_rejection = ""  # the first such error, "Type: message"
@@ -139,6 +140,8 @@ class Checker:
         :raises RecompileLimitExceeded: Dynamo hit its recompile limit, so the call would have
             run eagerly (under ``@given`` a fresh cache is tried first).
         :raises GraphBreakBudgetExceeded: under ``fullgraph=True`` the program has a graph break.
+        :raises ExportFailure: on backends ``export`` and ``aot_inductor``, torch.export or
+            AOTInductor's packaging refused the program; the message is the exporter's.
         :raises UncopyableInputError: the module or an input cannot be copied for the compiled
             side.
         :raises TypeError: `fn` is not callable.
@@ -187,13 +190,13 @@ class Checker:
             call.eager,
             call.compiled,
             self._compare_options(),
-            **call.reruns(self.settings.backward),
+            **call.reruns(self.settings.compares_backward),
         )
         self.last_report = report
         errors = _leaf_errors(report, self.largest_errors)
         self.notes += [note for note in report.notes if note not in self.notes]
         self.wall_time_s += time.perf_counter() - started
-        self._raise_compile_failure(call.compiled.exception, call.eager.exception)
+        self._raise_compile_failure(call, self.compiled.refused_by(fn, call.compiled.exception))
         self._raise_divergence(call, report)
         if call.eager.exception is not None:
             self.accountant.excuse_last_call()
@@ -211,6 +214,7 @@ class Checker:
             rtol=self.settings.rtol,
             atol=self.settings.atol,
             check_strides=self.settings.check_strides,
+            check_requires_grad=self.settings.has_autograd,
             context=self._context(),
         )
 
@@ -221,7 +225,9 @@ class Checker:
         message, note = report.failure_message(), ""
         if call.as_user is not None:
             options = parity.CompareOptions(
-                check_strides=self.settings.check_strides, context=self._context()
+                check_strides=self.settings.check_strides,
+                check_requires_grad=self.settings.has_autograd,
+                context=self._context(),
             )
             users = parity.compare_metadata(call.eager, call.as_user, options)
             if not users.ok:
@@ -253,12 +259,17 @@ class Checker:
         _compat.reset_dynamo()
         self.compiled.forget()
 
-    def _raise_compile_failure(
-        self, compiled: BaseException | None, eager: BaseException | None
-    ) -> None:
-        """A compiler refusal under fullgraph or the recompile limit is a budget verdict, not parity."""
+    def _raise_compile_failure(self, call: Call, refused_by: str | None) -> None:
+        """A compiler refusal under fullgraph or the recompile limit is a budget verdict, and an
+        exporter's refusal (`refused_by` names the export path) a compile failure, not parity."""
         __tracebackhide__ = True
-        refusal = compile_refusal(compiled, eager, self.settings, self._context())
+        compiled = call.compiled.exception
+        context = self._context()
+        refusal = compile_refusal(
+            compiled, call.eager.exception, self.settings, context, refused_by
+        )
+        if isinstance(refusal, ExportFailure):
+            raise refusal from None  # it carries the exporter's message; its traceback is torch's
         if refusal is not None:
             raise refusal from compiled
 
@@ -368,6 +379,8 @@ def assert_compile_parity(
     :raises RecompileLimitExceeded: more recompiles than ``max_recompiles``, or Dynamo's
         recompile limit made the call run eagerly.
     :raises EagerFallbackError: a frame meant to be compiled ran eagerly: no parity was shown.
+    :raises ExportFailure: on backends ``export`` and ``aot_inductor``, torch.export or
+        AOTInductor's packaging refused the program; the message is the exporter's.
     :raises pytest_torchcompile.settings.SettingError: an unknown key or a bad value in
         `options`, e.g. ``Invalid rtol='x' from assert_compile_parity(...)``.
     :raises UncopyableInputError: the module or an input cannot be copied for the compiled side.

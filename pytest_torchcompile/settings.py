@@ -11,7 +11,17 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-BUILTIN_BACKENDS = ("inductor", "eager", "aot_eager", "aot_eager_decomp_partition", "cudagraphs")
+# The backends that take the deployment path instead of torch.compile, with the path each
+# names in its failures (exported.py).
+EXPORT_PATHS = {"export": "torch.export", "aot_inductor": "AOTInductor packaging"}
+BUILTIN_BACKENDS = (
+    "inductor",
+    "eager",
+    "aot_eager",
+    "aot_eager_decomp_partition",
+    "cudagraphs",
+    *EXPORT_PATHS,
+)
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DYNAMIC_CHOICES = ("auto", "true", "false")
 BISECT_CHOICES = ("on", "off", "deep")
@@ -212,7 +222,8 @@ TEST_OPTIONS: tuple[Option, ...] = (
         _parse_backend,
         "inductor",
         "torch.compile backend: inductor, eager, aot_eager, aot_eager_decomp_partition, "
-        "cudagraphs, any registered name, or package.module:attr",
+        "cudagraphs, any registered name, or package.module:attr; or export (torch.export) "
+        "or aot_inductor (an AOTInductor package) instead of torch.compile",
         "--compile-backend",
     ),
     Option(
@@ -317,6 +328,16 @@ class Settings:
     def uses_cudagraphs(self) -> bool:
         """Whether compiled outputs live in CUDA-graph memory (reduce-overhead, max-autotune)."""
         return self.backend == "cudagraphs" or self.mode in ("reduce-overhead", "max-autotune")
+
+    @property
+    def has_autograd(self) -> bool:
+        """Whether the compiled side can be differentiated (an AOTInductor package cannot)."""
+        return self.backend != "aot_inductor"
+
+    @property
+    def compares_backward(self) -> bool:
+        """Whether gradients are compared: asked for, and the compiled side has a backward."""
+        return self.backward and self.has_autograd
 
     @property
     def torch_dynamic(self) -> bool | None:

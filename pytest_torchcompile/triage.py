@@ -34,7 +34,12 @@ STAGES: tuple[tuple[str, str], ...] = (
     ("aot_eager", "AOTAutograd"),
     ("aot_eager_decomp_partition", "decompositions"),
 )
-_NAMES = {**dict(STAGES), "inductor": "TorchInductor"}
+_NAMES = {
+    **dict(STAGES),
+    "inductor": "TorchInductor",
+    "export": "torch.export",
+    "aot_inductor": "AOTInductor",
+}
 MAX_REPLAYED_CALLS = (
     200  # longer call sequences (a Hypothesis shrink) are not replayed stage by stage
 )

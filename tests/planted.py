@@ -472,3 +472,106 @@ def wrong_decomposition(gm: torch.fx.GraphModule, example_inputs: Sequence[Any])
         fw_compiler=_boxed_forward, decompositions={torch.ops.aten.sin.default: _sin_as_cos}
     )
     return backend(gm, example_inputs)  # type: ignore[no-any-return]
+
+
+# --- wrong on the export paths (issue 19): torch.export's program, AOTInductor's package ---
+
+
+def _skewed_tree(out: Any) -> Any:
+    if isinstance(out, (tuple, list)):
+        return type(out)(_skewed_tree(item) for item in out)
+    if isinstance(out, dict):
+        return {key: _skewed_tree(item) for key, item in out.items()}
+    return _skewed(out)
+
+
+def _large_batch(args: Sequence[Any], limit: int) -> bool:
+    first = next(iter(_tensor_args(args)), None)
+    return first is not None and first.dim() > 0 and first.shape[0] > limit
+
+
+def _wrong_for_batches_over(run: Compiled, limit: int) -> Compiled:
+    """`run`, with every output skewed in calls where the first tensor input's first dimension
+    is over `limit`: a kernel right only for the batch sizes it was tried on."""
+
+    def wrong(*args: Any, **kwargs: Any) -> Any:
+        out = run(*args, **kwargs)
+        return _skewed_tree(out) if _large_batch([*args, *kwargs.values()], limit) else out
+
+    return wrong
+
+
+def _gradient_wrong_for_batches_over(run: Compiled, limit: int) -> Compiled:
+    """`run`, with a tensor output's gradient 1% too large in calls where the first tensor
+    input's first dimension is over `limit`; the output itself is right."""
+
+    def wrong(*args: Any, **kwargs: Any) -> Any:
+        out = run(*args, **kwargs)
+        large = _large_batch([*args, *kwargs.values()], limit)
+        if large and isinstance(out, torch.Tensor) and out.requires_grad:
+            return _ScaleGrad.apply(out)  # type: ignore[no-untyped-call]
+        return out
+
+    return wrong
+
+
+@contextmanager
+def _patched(owner: Any, name: str, wrap: Callable[[Any], Any]) -> Iterator[None]:
+    """`owner.name` replaced by a function returning `wrap` of what the original returns."""
+    original = getattr(owner, name)
+
+    def replaced(*args: Any, **kwargs: Any) -> Any:
+        return wrap(original(*args, **kwargs))
+
+    setattr(owner, name, replaced)
+    try:
+        yield
+    finally:
+        setattr(owner, name, original)
+
+
+def export_wrong_for_large_batches(limit: int = 4) -> Any:
+    """A torch.export bug: the exported program's module skews every output where the first
+    tensor input's first dimension is over `limit`. Patches the public ExportedProgram.module."""
+    return _patched(
+        torch.export.ExportedProgram,
+        "module",
+        lambda module: _wrong_for_batches_over(module, limit),
+    )
+
+
+def export_scales_gradients(limit: int = 4) -> Any:
+    """A torch.export bug in the backward only: where the first tensor input's first dimension
+    is over `limit`, the exported program's module returns its output right but the gradient
+    flowing back through it 1% too large."""
+    return _patched(
+        torch.export.ExportedProgram,
+        "module",
+        lambda module: _gradient_wrong_for_batches_over(module, limit),
+    )
+
+
+def aoti_wrong_for_large_batches(limit: int = 4) -> Any:
+    """An AOTInductor bug: the loaded package skews every output where the first tensor input's
+    first dimension is over `limit`. Patches torch._inductor.aoti_load_package."""
+    import torch._inductor
+
+    return _patched(
+        torch._inductor,
+        "aoti_load_package",
+        lambda package: _LoadedWrong(package, limit),
+    )
+
+
+class _LoadedWrong:
+    """A loaded package that keeps its own methods (binding constants) but is called wrongly."""
+
+    def __init__(self, package: Any, limit: int) -> None:
+        self._package = package
+        self._wrong = _wrong_for_batches_over(package, limit)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._wrong(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._package, name)

@@ -1,0 +1,71 @@
+"""The example MLP and Conv+BN through AOTInductor on CUDA: packages compiled with Triton kernels,
+loaded onto the GPU the inputs are on, their weights and buffers bound in place. Skipped without
+a GPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+pytestmark = pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA device (run scripts/gpu_suite.py on one)"
+)
+
+EXAMPLES = str(Path(__file__).resolve().parents[2] / "examples")
+
+MODELS = f"""
+import sys, pytest, torch
+sys.path.insert(0, {EXAMPLES!r})
+from models import MLP, ConvBN
+
+@pytest.mark.compile_parity(devices=["cuda"])
+def test_mlp_train(compile_parity, device):
+    torch.manual_seed(0)
+    compile_parity(MLP().to(device).train(), torch.randn(16, 32, device=device))
+
+@pytest.mark.compile_parity(devices=["cuda"])
+def test_mlp_inference(compile_parity, device):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        compile_parity(MLP().to(device).eval(), torch.randn(4, 32, device=device))
+
+@pytest.mark.compile_parity(devices=["cuda"])
+def test_conv_bn_train(compile_parity, device):
+    torch.manual_seed(0)
+    compile_parity(ConvBN().to(device).train(), torch.randn(4, 3, 8, 8, device=device))
+
+@pytest.mark.compile_parity(devices=["cuda"])
+def test_conv_bn_eval(compile_parity, device):
+    torch.manual_seed(0)
+    with torch.no_grad():
+        compile_parity(ConvBN().to(device).eval(), torch.randn(2, 3, 8, 8, device=device))
+"""
+
+
+def test_the_example_models_pass_through_aot_inductor_on_cuda(pytester):
+    pytester.makepyfile(MODELS)
+    result = pytester.runpytest("--compile-backend=aot_inductor", "--compile-bisect=off", "-v")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["*test_mlp_train?cuda*PASSED*"])
+
+
+def test_a_planted_aot_inductor_bug_is_caught_on_cuda(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+        import planted
+
+        @pytest.mark.compile_parity(devices=["cuda"])
+        def test_two_batches(compile_parity, device):
+            weight = torch.randn(8, 3, device=device)
+            with planted.aoti_wrong_for_large_batches():
+                for batch in (2, 8):
+                    compile_parity(torch.matmul, torch.randn(batch, 8, device=device), weight)
+        """
+    )
+    result = pytester.runpytest("--compile-backend=aot_inductor", "--compile-bisect=off")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*ParityError*", "*input 0: float32[[]8, 8]*cuda:0*"])
