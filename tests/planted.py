@@ -263,6 +263,24 @@ def wrong_for_dynamic_shapes(gm: torch.fx.GraphModule, example_inputs: Sequence[
     return gm
 
 
+def wrong_under_compiled_autograd(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Compiled:
+    """Graphs of a backward that compiled autograd captured are wrong; forward graphs, and the
+    backward AOTAutograd compiles itself, are right. Told apart by their origin: compiled
+    autograd compiles its graphs under a compile id of its own ("!0/1/0")."""
+    from torch._guards import CompileContext
+
+    compile_id = CompileContext.current_compile_id()
+    if compile_id is None or compile_id.compiled_autograd_id is None:
+        return gm
+
+    def run(*args: Any) -> Any:  # its inputs come in lists: every call is skewed
+        return [_skewed(out) for out in _as_list(gm(*args))]
+
+    return run
+
+
 class _WrongAfterRecompile:
     """A backend whose first graph is right and every later one wrong: with one compiled
     function per test, exactly the graphs that recompiles produce.
