@@ -354,7 +354,11 @@ class Accountant:
             self._captured.add(ops)
             return compile_graph(gm)
 
-        return compile_capture
+        # A backward inside a compiled frame captures under Dynamo's frame hook: keep Dynamo
+        # from tracing the counting itself (it would count as a frame run eagerly).
+        untraced: Callable[[torch.fx.GraphModule], Any]
+        untraced = torch.compiler.disable(compile_capture)  # type: ignore[no-untyped-call]
+        return untraced
 
     def excuse_last_call(self) -> None:
         """Forget the eager fallbacks of the last observed call: it raised just as eager did.

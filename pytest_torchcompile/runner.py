@@ -354,8 +354,8 @@ def assert_compile_parity(
     :param kwargs: keyword arguments for `fn`, as a mapping so they never clash with `options`.
     :param options: the ``compile_parity`` marker's keys, each optional
         (:data:`pytest_torchcompile.settings.MARKER_KEYS` is the list): ``backend``, ``mode``,
-        ``dynamic``, ``fullgraph``, ``devices`` (accepted; only the ``device`` fixture reads
-        it), ``max_graph_breaks``, ``max_recompiles``, ``rtol`` and ``atol`` (both or neither),
+        ``dynamic``, ``dynamic_dims``, ``compiled_autograd``, ``fullgraph``, ``devices``
+        (accepted; only the ``device`` fixture reads it), ``max_graph_breaks``, ``max_recompiles``, ``rtol`` and ``atol`` (both or neither),
         ``backward``, ``check_strides``, ``reject_eager_errors`` (no effect here: there is no
         Hypothesis example to reject). A key left out takes its default; there is no command
         line or ini file here.
