@@ -105,7 +105,7 @@ def is_compiled_autograd_compile(compile_id: str) -> bool:
 
 
 def autograd_capture_id(gm: torch.fx.GraphModule) -> str:
-    """ "!N" for the N-th graph compiled autograd captured, as its compile ids start: read from
+    """The capture a compiled-autograd graph came from, "!N" as its compile ids start: read from
     the graph's class name, "CompiledAutogradN" ("" on a torch that does not number them)."""
     number = type(gm).__name__.removeprefix("CompiledAutograd")
     return f"!{number}" if number.isdigit() else ""
