@@ -252,24 +252,6 @@ TEST_OPTIONS: tuple[Option, ...] = (
         "--compile-dynamic",
     ),
     Option(
-        "dynamic_dims",
-        _parse_dynamic_dims,
-        "off",
-        "mark the compiled side's input tensors' dimensions dynamic before each compiled "
-        "call: backed (torch._dynamo.mark_dynamic; sizes 0 and 1 stay static, as Dynamo "
-        "specializes them), unbacked (mark_unbacked: every size symbolic, 0 and 1 included), "
-        "or off; :dims limits it to those dimensions, e.g. backed:0 or unbacked:0,-1",
-        "--compile-dynamic-dims",
-    ),
-    Option(
-        "compiled_autograd",
-        _parse_bool,
-        False,
-        "run the compiled side's backward through compiled autograd, with the same backend",
-        "--compile-autograd",
-        is_switch=True,
-    ),
-    Option(
         "fullgraph",
         _parse_bool,
         False,
@@ -318,6 +300,24 @@ TEST_OPTIONS: tuple[Option, ...] = (
         "rejected with hypothesis.reject() instead of failing the test; false re-raises "
         "eager's error",
     ),
+    Option(
+        "dynamic_dims",
+        _parse_dynamic_dims,
+        "off",
+        "mark the compiled side's input tensors' dimensions dynamic before each compiled "
+        "call: backed (torch._dynamo.mark_dynamic; sizes 0 and 1 stay static, as Dynamo "
+        "specializes them), unbacked (mark_unbacked: every size symbolic, 0 and 1 included), "
+        "or off; :dims limits it to those dimensions, e.g. backed:0 or unbacked:0,-1",
+        "--compile-dynamic-dims",
+    ),
+    Option(
+        "compiled_autograd",
+        _parse_bool,
+        False,
+        "run the compiled side's backward through compiled autograd, with the same backend",
+        "--compile-autograd",
+        is_switch=True,
+    ),
 )
 MARKER_KEYS: tuple[str, ...] = tuple(option.name for option in TEST_OPTIONS)
 
@@ -340,8 +340,6 @@ class Settings:
     backend: str = _default(_BY_NAME, "backend")
     mode: str = _default(_BY_NAME, "mode")
     dynamic: str = _default(_BY_NAME, "dynamic")
-    dynamic_dims: str = _default(_BY_NAME, "dynamic_dims")
-    compiled_autograd: bool = _default(_BY_NAME, "compiled_autograd")
     fullgraph: bool = _default(_BY_NAME, "fullgraph")
     devices: tuple[str, ...] | None = _default(_BY_NAME, "devices")
     max_graph_breaks: int | None = _default(_BY_NAME, "max_graph_breaks")
@@ -351,6 +349,8 @@ class Settings:
     backward: bool = _default(_BY_NAME, "backward")
     check_strides: bool = _default(_BY_NAME, "check_strides")
     reject_eager_errors: bool = _default(_BY_NAME, "reject_eager_errors")
+    dynamic_dims: str = _default(_BY_NAME, "dynamic_dims")
+    compiled_autograd: bool = _default(_BY_NAME, "compiled_autograd")
     # Where each value came from, for messages: "default", "ini compile_backend",
     # "--compile-backend", "marker on test_x", "assert_compile_parity(...)".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
