@@ -15,18 +15,11 @@ def test_training_step(compile_parity):
 """
 
 
-def test_a_bug_in_compiled_autograds_graphs_is_missed_without_it(pytester):
+def test_a_bug_in_compiled_autograds_graphs_is_caught_with_it_and_missed_without(
+    pytester, caught_only_with
+):
     pytester.makepyfile(PROGRAM)
-    result = pytester.runpytest("--compile-backend=planted:wrong_under_compiled_autograd")
-    result.assert_outcomes(passed=1)
-
-
-def test_with_it_the_gradients_are_wrong_and_the_message_says_so(pytester):
-    pytester.makepyfile(PROGRAM)
-    result = pytester.runpytest(
-        "--compile-backend=planted:wrong_under_compiled_autograd", "--compile-autograd"
-    )
-    result.assert_outcomes(failed=1)
+    result = caught_only_with("wrong_under_compiled_autograd", "--compile-autograd")
     result.stdout.fnmatch_lines(
         ["*ParityError*", "*grad of *: values are not close*", "*compiled_autograd=True*"]
     )

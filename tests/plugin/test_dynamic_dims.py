@@ -14,20 +14,13 @@ def test_one_call(compile_parity):
 """
 
 
-def test_a_bug_of_symbolic_graphs_is_missed_without_marks(pytester):
-    # The contrast: automatic dynamic shapes compile a first call static, so one call never
+def test_a_bug_of_symbolic_graphs_is_caught_on_the_first_call_with_marks_only(
+    pytester, caught_only_with
+):
+    # Without marks, automatic dynamic shapes compile a first call static, so one call never
     # reaches the symbolic graph the planted backend gets wrong.
     pytester.makepyfile(ONE_CALL)
-    result = pytester.runpytest("--compile-backend=planted:wrong_for_dynamic_shapes")
-    result.assert_outcomes(passed=1)
-
-
-def test_marked_dimensions_reach_it_on_the_first_call(pytester):
-    pytester.makepyfile(ONE_CALL)
-    result = pytester.runpytest(
-        "--compile-backend=planted:wrong_for_dynamic_shapes", "--compile-dynamic-dims=backed"
-    )
-    result.assert_outcomes(failed=1)
+    result = caught_only_with("wrong_for_dynamic_shapes", "--compile-dynamic-dims=backed")
     result.stdout.fnmatch_lines(["*ParityError*", "*dynamic_dims=backed*"])
 
 
