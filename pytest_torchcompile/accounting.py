@@ -360,6 +360,10 @@ class Accountant:
         untraced = torch.compiler.disable(compile_capture)  # type: ignore[no-untyped-call]
         return untraced
 
+    def forget_captures(self) -> None:
+        """Compiled autograd's cache was reset: a backward captured again is no recompile."""
+        self._captured.clear()
+
     def excuse_last_call(self) -> None:
         """Forget the eager fallbacks of the last observed call: it raised just as eager did.
 

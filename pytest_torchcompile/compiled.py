@@ -65,9 +65,11 @@ class CompiledSide:
         self._random_aware: randomness.RandomAwareBackend | None = None
 
     def forget(self) -> None:
-        """Drop every compiled function and module copy (after Dynamo's cache was reset)."""
+        """Drop every compiled function and module copy (after Dynamo's cache was reset, and
+        compiled autograd's with it)."""
         self._compiled.clear()
         self._module_copies.clear()
+        self.accountant.forget_captures()
 
     def entry(self, fn: Callable[..., Any]) -> Compiled:
         """`fn`'s compiled form, as the last `run` left it."""

@@ -74,3 +74,25 @@ def test_compiled_autograd_is_off_again_after_each_check():
     x = torch.randn(3, 4, requires_grad=True)
     _model()(x).sum().backward()  # a plain backward after the check: no capture
     assert utils.counters["compiled_autograd"]["captures"] == captures
+
+
+def _captured_graph(number: int) -> torch.fx.GraphModule:
+    graph = torch.fx.Graph()
+    x = graph.placeholder("inputs")
+    graph.output(graph.call_function(torch.ops.aten.mul.Tensor, (x, x)))
+    return torch.fx.GraphModule(torch.nn.Module(), graph, f"CompiledAutograd{number}")
+
+
+def test_a_capture_after_a_cache_reset_is_no_recompile():
+    from pytest_torchcompile.accounting import Accountant
+
+    accountant = Accountant()
+    compiler = accountant.autograd_compiler(lambda gm: gm)
+    compiler(_captured_graph(0))
+    compiler(_captured_graph(1))  # the same operators again: a recompile of that backward
+    assert [r["frame"] for r in accountant.counts()["recompiles"]] == [
+        "compiled autograd backward !1"
+    ]
+    accountant.forget_captures()  # a fresh compile cache (under Hypothesis)
+    compiler(_captured_graph(2))
+    assert len(accountant.counts()["recompiles"]) == 1
