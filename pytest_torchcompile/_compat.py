@@ -47,6 +47,86 @@ def inner_backend(
     return torch._TorchCompileWrapper(backend, mode, None, dynamic)  # type: ignore[no-untyped-call]
 
 
+# --- dynamic dimensions and compiled autograd (helper "dyn-autograd") ---
+
+
+def mark_dimension(tensor: torch.Tensor, dim: int, *, unbacked: bool) -> None:
+    """Mark one dimension of `tensor` dynamic (a backed symbol, `torch._dynamo.mark_dynamic`:
+    compiling code that specializes it raises) or unbacked (`mark_unbacked`: no hint, so no guard
+    may depend on its value, 0 and 1 included)."""
+    if unbacked:
+        from torch._dynamo.decorators import mark_unbacked
+
+        mark_unbacked(tensor, dim)
+    else:
+        torch._dynamo.mark_dynamic(tensor, dim)
+
+
+def compiled_autograd(compiler: Callable[[torch.fx.GraphModule], Any], dynamic: bool | None) -> Any:
+    """A context in which backward passes run through compiled autograd, each captured graph
+    handed to `compiler` (a torch.compile of it).
+
+    The switch `torch._dynamo.config.compiled_autograd` turns it on only inside a compiled call
+    (eval_frame's enter hook), where the backward of a training step that is compiled whole
+    runs; the checker calls backward outside the compiled callable, as an eager training loop
+    does, so it enters the same context (`compiled_autograd._enable`, `enable` before torch
+    2.6) with what that hook passes: `dynamic` as torch.compile's, None read as the hook reads it.
+    """
+    import torch._dynamo.config as dynamo_config
+    from torch._dynamo import compiled_autograd as ca
+
+    enable = getattr(ca, "_enable", None) or getattr(ca, "enable")  # noqa: B009
+    if "dynamic" not in inspect.signature(enable).parameters:
+        return enable(compiler)
+    if dynamic is None:
+        dynamic = not dynamo_config.assume_static_by_default
+    return enable(compiler, dynamic=dynamic)
+
+
+def is_constraint_violation(exc: BaseException) -> bool:
+    """Dynamo refused a dimension marked dynamic that the program specializes (or one of the
+    exceptions `exc` wraps is that refusal)."""
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        if isinstance(current, ConstraintViolationError):
+            return True
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def is_compiled_autograd_compile(compile_id: str) -> bool:
+    """Whether a compile id ("!0/1/0") is of a graph compiled autograd captured: torch prefixes
+    those with "!" and the capture's number (torch._guards.CompileId.__str__)."""
+    return compile_id.startswith("!")
+
+
+def autograd_capture_id(gm: torch.fx.GraphModule) -> str:
+    """The capture a compiled-autograd graph came from, "!N" as its compile ids start: read from
+    the graph's class name, "CompiledAutogradN" ("" on a torch that does not number them)."""
+    number = type(gm).__name__.removeprefix("CompiledAutograd")
+    return f"!{number}" if number.isdigit() else ""
+
+
+def autograd_graph_ops(gm: torch.fx.GraphModule) -> tuple[str, ...]:
+    """The operators a compiled-autograd graph runs, in order: ATen ops (an AOTAutograd backward
+    traced into it) and autograd nodes; what tells a backward captured again for new sizes from
+    another backward, without the size plumbing that differs between the two captures."""
+    ops = []
+    for node in gm.graph.nodes:
+        target = node.target
+        if node.op != "call_function":
+            continue
+        if isinstance(target, torch._ops.OpOverload) and not target.__name__.startswith("sym_"):
+            ops.append(str(target))
+        elif getattr(target, "__module__", "") == "torch._dynamo.compiled_autograd.ops":
+            ops.append(str(getattr(target, "__name__", target)))
+    return tuple(ops)
+
+
 # --- randomness (helper "randomness") ---
 
 

@@ -16,6 +16,12 @@ recompile of a frame that breaks at the same place again is the same break. A fr
 frame id (the "3" of compile id "3/1"), which tells each `torch_dynamo_resume_in_*` continuation
 apart though several share a name. Recompiles are counted once per user-level call (recompiling
 the continuations of a broken frame is part of the same recompile).
+
+Under compiled autograd, each backward graph it captures is compiled by Dynamo with the test's
+backend: its graphs, breaks and Dynamo recompiles count as any frame's, under the frame
+"compiled autograd backward !N" (N: the capture). A capture of a backward already captured
+(the same operators) is a recompile of it, its cache having missed on sizes, unless the forward
+had just recompiled (the new backward only follows that recompile, counted once).
 """
 
 from __future__ import annotations
@@ -122,8 +128,15 @@ class _FrameLabels:
         return root
 
     def of(self, compile_id: str) -> str:
+        if _compat.is_compiled_autograd_compile(compile_id):
+            return autograd_frame(compile_id)
         frame_id = _compat.frame_id(compile_id)
         return self._by_frame.get(frame_id, f"frame {frame_id}" if frame_id else "unknown frame")
+
+
+def autograd_frame(compile_id: str) -> str:
+    """The frame a compiled-autograd capture's graphs are counted under: its capture, "!N"."""
+    return f"compiled autograd backward {compile_id.split('/', 1)[0]}".rstrip()
 
 
 class _CompileLedger:
@@ -267,6 +280,8 @@ class Accountant:
         self._exports: list[GraphRecord] = []  # programs made by torch.export (exported.py)
         self._observed = 0
         self._depth = 0
+        self._captured: set[tuple[str, ...]] = set()  # compiled autograd's backwards, by operators
+        self._block_recompiled = False  # whether the last observed block counted a recompile
         # The class of the module observe() is calling, if any; labelled only when it compiles.
         self._module_class: type[torch.nn.Module] | None = None
 
@@ -306,6 +321,7 @@ class Accountant:
         self._depth += 1
         self._observed += 1
         self._compiles.start_call()
+        recompiles = len(self._compiles.recompiles)
         try:
             with (
                 _compat.dynamo_records() as seen,
@@ -322,9 +338,42 @@ class Accountant:
         finally:
             self._depth -= 1
             self._cudagraphs.take(graphs)
+            self._block_recompiled = len(self._compiles.recompiles) > recompiles
 
     def _take(self, seen: _compat.DynamoRecords, raised: set[str]) -> None:
         self._compiles.take(seen, raised, call=self._observed, module_class=self._module_class)
+
+    def autograd_compiler(
+        self, compile_graph: Callable[[torch.fx.GraphModule], Any]
+    ) -> Callable[[torch.fx.GraphModule], Any]:
+        """Compiled autograd's compiler: `compile_graph` (torch.compile with the counting backend)
+        of each backward graph it captures, the capture of a backward seen before counted as a
+        recompile of it."""
+
+        def compile_capture(gm: torch.fx.GraphModule) -> Any:
+            ops = _compat.autograd_graph_ops(gm)
+            if ops in self._captured and not self._block_recompiled:
+                frame = autograd_frame(_compat.autograd_capture_id(gm))
+                self._compiles.recompiles.append(
+                    RecompileRecord(
+                        frame=frame,
+                        reason="compiled autograd captured this backward again: its cache "
+                        "missed on sizes it had compiled as constants",
+                        category="size",
+                    )
+                )
+            self._captured.add(ops)
+            return compile_graph(gm)
+
+        # A backward inside a compiled frame captures under Dynamo's frame hook: keep Dynamo
+        # from tracing the counting itself (it would count as a frame run eagerly).
+        untraced: Callable[[torch.fx.GraphModule], Any]
+        untraced = torch.compiler.disable(compile_capture)  # type: ignore[no-untyped-call]
+        return untraced
+
+    def forget_captures(self) -> None:
+        """Compiled autograd's cache was reset: a backward captured again is no recompile."""
+        self._captured.clear()
 
     def excuse_last_call(self) -> None:
         """Forget the eager fallbacks of the last observed call: it raised just as eager did.

@@ -20,6 +20,7 @@ import torch
 from pytest_torchcompile import _compat, parity, randomness
 from pytest_torchcompile.accounting import Accountant
 from pytest_torchcompile.exported import Exported
+from pytest_torchcompile.marks import mark_inputs
 from pytest_torchcompile.settings import EXPORT_PATHS, Settings, load_backend_callable
 from pytest_torchcompile.sides import Side, nothing, run_side, state_left
 from pytest_torchcompile.snapshot import (
@@ -65,9 +66,11 @@ class CompiledSide:
         self._random_aware: randomness.RandomAwareBackend | None = None
 
     def forget(self) -> None:
-        """Drop every compiled function and module copy (after Dynamo's cache was reset)."""
+        """Drop every compiled function and module copy (after Dynamo's cache was reset, and
+        compiled autograd's with it)."""
         self._compiled.clear()
         self._module_copies.clear()
+        self.accountant.forget_captures()
 
     def entry(self, fn: Callable[..., Any]) -> Compiled:
         """`fn`'s compiled form, as the last `run` left it."""
@@ -178,6 +181,7 @@ class CompiledSide:
         memo = self._copies_of_modules((args, dict(kwargs)))
         # Shaped as (module, args, kwargs), so an uncopyable input is named as the input it is.
         _, compiled_args, compiled_kwargs = clone_tree((None, args, dict(kwargs)), memo)
+        mark_inputs((compiled_args, compiled_kwargs), self.settings.dim_marks, (args, kwargs))
         if isinstance(fn, torch.nn.Module) and entry.module_copy is not None:
             memo.update(tensor_pairs(fn, entry.module_copy))
         copies = Copies(memo)
@@ -218,8 +222,22 @@ class CompiledSide:
         with (
             observed,
             _compat.fallback_random_patched() if drawing else nullcontext(),
+            self._compiled_autograd() if self.settings.compiled_autograd else nullcontext(),
         ):
             yield
+
+    def _compiled_autograd(self) -> Any:
+        """Compiled autograd on, around the compiled call and its backward (as Dynamo's own
+        switch has it on around a compiled call): each backward graph it captures is compiled
+        with the test's backend and torch.compile settings, and counted."""
+        compile_graph = functools.partial(
+            torch.compile,
+            backend=self._backend_object(),
+            fullgraph=self.settings.fullgraph,
+            dynamic=self.settings.torch_dynamic,
+        )
+        compiler = self.accountant.autograd_compiler(compile_graph)
+        return _compat.compiled_autograd(compiler, self.settings.torch_dynamic)
 
     def run_as_user(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
@@ -241,6 +259,7 @@ class CompiledSide:
             target = module_copy if module_copy is not None else randomness.own_code(fn)
             as_user = entry.as_user = AsUser(module_copy, self._compile(target, as_user=True))
         _, user_args, user_kwargs = clone_tree((None, args, dict(kwargs)))
+        mark_inputs((user_args, user_kwargs), self.settings.dim_marks, (args, kwargs))
         side = self._side(as_user.compiled, as_user.module_copy, user_args, user_kwargs)
         result = run_side(side, self.settings.compares_backward, nothing)
         if result.exception is not None and _compat.is_recompile_limit_error(result.exception):

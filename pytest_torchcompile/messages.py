@@ -19,7 +19,7 @@ from pytest_torchcompile.errors import (
     GraphBreakBudgetExceeded,
     RecompileLimitExceeded,
 )
-from pytest_torchcompile.settings import Settings
+from pytest_torchcompile.settings import SettingError, Settings
 from pytest_torchcompile.snapshot import named_inputs
 
 
@@ -132,10 +132,11 @@ def compile_refusal(
     settings: Settings,
     context: str,
     refused_by: str | None = None,
-) -> CompileParityFailure | None:
+) -> CompileParityFailure | SettingError | None:
     """The verdict where the compiler refused the call (Dynamo's recompile limit, a graph break
     under fullgraph, or `refused_by`: the export path whose exporter raised `compiled`) and
-    eager did not raise alike; None otherwise (parity judges it)."""
+    eager did not raise alike, or the misuse where it refused a dimension dynamic_dims marks but
+    the program specializes; None otherwise (parity judges it)."""
     if compiled is None or (
         eager is not None
         and isinstance(_compat.user_exception(compiled), type(_compat.user_exception(eager)))
@@ -152,6 +153,14 @@ def compile_refusal(
         return GraphBreakBudgetExceeded(
             f"fullgraph=True (from {settings.source('fullgraph')}) but the program has a "
             f"graph break: {first_line(compiled)}\n{context}"
+        )
+    if settings.dynamic_dims != "off" and _compat.is_constraint_violation(compiled):
+        return SettingError(
+            f"Invalid dynamic_dims={settings.dynamic_dims!r} from "
+            f"{settings.source('dynamic_dims')}: the program specializes a dimension it marks "
+            f"dynamic, so Dynamo refused to compile it: {_violation(compiled)}\nMark only the "
+            "dimensions that vary (e.g. backed:0 for a batch dimension), or use unbacked.\n"
+            f"{context}"
         )
     return None
 
@@ -173,4 +182,12 @@ def export_failure(
         f"{settings.source('backend')}), so there was no compiled run and no parity was shown. "
         "This path compiles the whole program, so what torch.compile would break the graph at "
         f"fails here. The exporter said:\n\n{type(exc).__name__}: {text}\n\n{context}"
+    )
+
+
+def _violation(exc: BaseException) -> str:
+    """Dynamo's constraint violation without its advice on torch.export's Dim."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip().startswith("- ")]
+    return " ".join(line.removeprefix("- ").split(". If you")[0] for line in lines) or first_line(
+        exc
     )

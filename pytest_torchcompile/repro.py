@@ -33,6 +33,7 @@ from pytest_torchcompile.settings import MARKER_KEYS, Settings, apply
 from pytest_torchcompile.standins import ByImport, FillIn, FromSource, Placeholder, Reduced, resolve
 
 _REPRO_SETTINGS: tuple[str, ...] = ("backend", "mode", "dynamic", "fullgraph", "rtol", "atol")
+_REPRO_SETTINGS += ("dynamic_dims", "compiled_autograd")
 _REPRO_SETTINGS += ("backward", "check_strides")
 _INSTALLED = tuple(
     str(Path(sysconfig.get_paths()[key]).resolve())

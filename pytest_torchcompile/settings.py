@@ -7,6 +7,7 @@ is not one of the built-in names, so sessions that never run a parity test stay 
 from __future__ import annotations
 
 import importlib
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -26,6 +27,8 @@ MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagrap
 DYNAMIC_CHOICES = ("auto", "true", "false")
 BISECT_CHOICES = ("on", "off", "deep")
 PARITY_MODES = ("marked", "all", "off")
+# dynamic_dims: no marks, torch._dynamo.mark_dynamic, mark_unbacked
+DIM_MARKS = ("off", "backed", "unbacked")
 
 
 class SettingError(ValueError):
@@ -81,6 +84,25 @@ def _parse_choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
         return text
 
     return parse
+
+
+def _parse_dynamic_dims(value: Any) -> str:
+    """'off', 'backed' or 'unbacked', each mark optionally limited to some dimensions
+    ('backed:0', 'unbacked:0,-1'); True means 'backed'. Returned normalized."""
+    if isinstance(value, bool):
+        return "backed" if value else "off"
+    kind, colon, dims = str(value).replace(" ", "").lower().partition(":")
+    if kind not in DIM_MARKS or (colon and kind == "off"):
+        raise ValueError(
+            "expected off, backed or unbacked, optionally followed by the dimensions to mark "
+            "(backed:0, unbacked:0,-1)"
+        )
+    if not colon:
+        return kind
+    numbers = dims.split(",")
+    if not all(re.fullmatch(r"-?\d+", n) for n in numbers):
+        raise ValueError(f"expected dimensions as integers such as {kind}:0 or {kind}:0,-1")
+    return f"{kind}:{','.join(str(int(n)) for n in numbers)}"
 
 
 def _parse_worker_gpus(value: Any) -> str:
@@ -289,6 +311,24 @@ TEST_OPTIONS: tuple[Option, ...] = (
         "rejected with hypothesis.reject() instead of failing the test; false re-raises "
         "eager's error",
     ),
+    Option(
+        "dynamic_dims",
+        _parse_dynamic_dims,
+        "off",
+        "mark the compiled side's input tensors' dimensions dynamic before each compiled "
+        "call: backed (torch._dynamo.mark_dynamic; sizes 0 and 1 stay static, as Dynamo "
+        "specializes them), unbacked (mark_unbacked: every size symbolic, 0 and 1 included), "
+        "or off; :dims limits it to those dimensions, e.g. backed:0 or unbacked:0,-1",
+        "--compile-dynamic-dims",
+    ),
+    Option(
+        "compiled_autograd",
+        _parse_bool,
+        False,
+        "run the compiled side's backward through compiled autograd, with the same backend",
+        "--compile-autograd",
+        is_switch=True,
+    ),
 )
 MARKER_KEYS: tuple[str, ...] = tuple(option.name for option in TEST_OPTIONS)
 
@@ -320,6 +360,8 @@ class Settings:
     backward: bool = _default(_BY_NAME, "backward")
     check_strides: bool = _default(_BY_NAME, "check_strides")
     reject_eager_errors: bool = _default(_BY_NAME, "reject_eager_errors")
+    dynamic_dims: str = _default(_BY_NAME, "dynamic_dims")
+    compiled_autograd: bool = _default(_BY_NAME, "compiled_autograd")
     # Where each value came from, for messages: "default", "ini compile_backend",
     # "--compile-backend", "marker on test_x", "assert_compile_parity(...)".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -343,15 +385,26 @@ class Settings:
     def torch_dynamic(self) -> bool | None:
         return {"auto": None, "true": True, "false": False}[self.dynamic]
 
+    @property
+    def dim_marks(self) -> tuple[bool, tuple[int, ...] | None] | None:
+        """dynamic_dims as (unbacked, the dimensions or None for all); None when off."""
+        kind, _, dims = self.dynamic_dims.partition(":")
+        if kind == "off":
+            return None
+        return kind == "unbacked", tuple(int(d) for d in dims.split(",")) if dims else None
+
     def source(self, name: str) -> str:
         return self.sources.get(name, "default")
 
     def describe(self) -> str:
-        """The compile settings in one line, for failure messages."""
-        return (
+        """The compile settings in one line, for failure messages (the opt-in paths only when on)."""
+        text = (
             f"backend={self.backend} mode={self.mode} dynamic={self.dynamic} "
             f"fullgraph={self.fullgraph}"
         )
+        if self.dynamic_dims != "off":
+            text += f" dynamic_dims={self.dynamic_dims}"
+        return text + (" compiled_autograd=True" if self.compiled_autograd else "")
 
 
 def parse_value(name: str, value: Any, source: str) -> Any:

@@ -49,6 +49,7 @@ __all__ = [
     "shape_groups",
     "shape_sequences",
     "shapes",
+    "size_probes",
     "supported_dtypes",
     "tensor_groups",
     "tensors",
@@ -488,6 +489,52 @@ def shape_sequences(
     _check_bounds(min_size, max_size, "size")
     base = _shapes(min_dims, max_dims, min_side, max_side, max_numel)
     return _shape_sequences(base, min_side, max_side, max_numel, min_size, max_size)
+
+
+@st.composite
+def _size_probes(
+    draw: st.DrawFn, min_dims: int, max_dims: int, max_side: int, max_numel: int
+) -> tuple[Shape, ...]:
+    # The other sides leave at least 2 for the probed one.
+    base = list(draw(_shapes(min_dims, max_dims, 1, max_side, max_numel // 2)))
+    dim = draw(st.integers(0, len(base) - 1))
+    others = math.prod(s for i, s in enumerate(base) if i != dim)
+    general = draw(_sides(2, min(max_side, max_numel // others)))
+    sequence = []
+    for size in draw(st.permutations([general, 1, 0])):
+        base[dim] = size
+        sequence.append(tuple(base))
+    return tuple(sequence)
+
+
+def size_probes(
+    *, min_dims: int = 1, max_dims: int = 4, max_side: int = MAX_SIDE, max_numel: int = MAX_NUMEL
+) -> st.SearchStrategy[tuple[Shape, ...]]:
+    """Three shapes of one rank that differ in one dimension only, which takes the sizes 0, 1 and
+    one above 1, in a drawn order: one test meets, on one compiled function, the two sizes
+    Dynamo specializes and a general one. A graph compiled for a symbolic size (guarded against
+    0 and 1, or under ``dynamic_dims="unbacked"`` run for them too) and the graphs specialized
+    for 0 and 1 all run, and the recompiles between them are counted. The other dimensions
+    are drawn as :func:`shapes` draws them, at least 1; bounds are as for :func:`shapes`.
+
+    Shrinks to ``((2,), (1,), (0,))``: the general size first, then 1, then 0.
+
+    :raises InvalidArgument: as :func:`shapes` does for the bounds, `min_dims` below 1, or a
+        `max_side` or `max_numel` that leaves no size above 1 to probe.
+
+    Example::
+
+        @pytest.mark.compile_parity(dynamic_dims="unbacked")
+        @given(sizes=tcst.size_probes(max_dims=2))
+        def test_softmax(compile_parity, sizes):
+            for shape in sizes:  # one compiled function meets 0, 1 and a general size
+                compile_parity(lambda t: t.softmax(-1), torch.randn(shape))
+    """
+    _check_int(min_dims, "min_dims", 1)
+    _check_shape_args(min_dims, max_dims, 1, max_side, max_numel)
+    _check(max_side >= 2, f"max_side={max_side} leaves no size above 1 to probe")
+    _check(max_numel >= 2, f"max_numel={max_numel} leaves no size above 1 to probe")
+    return _size_probes(min_dims, max_dims, max_side, max_numel)
 
 
 # --- layouts --------------------------------------------------------------------------------

@@ -263,6 +263,36 @@ def wrong_for_dynamic_shapes(gm: torch.fx.GraphModule, example_inputs: Sequence[
     return gm
 
 
+def wrong_under_compiled_autograd(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Compiled:
+    """Graphs of a backward that compiled autograd captured are wrong; forward graphs, and the
+    backward AOTAutograd compiles itself, are right. Told apart by their origin: compiled
+    autograd compiles its graphs under a compile id of its own ("!0/1/0")."""
+    from torch._guards import CompileContext
+
+    compile_id = CompileContext.current_compile_id()
+    if compile_id is None or compile_id.compiled_autograd_id is None:
+        return gm
+
+    def run(*args: Any) -> Any:  # its inputs come in lists: every call is skewed
+        return [_skewed(out) for out in _as_list(gm(*args))]
+
+    return run
+
+
+def wrong_for_size_one_when_symbolic(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Compiled:
+    """Graphs traced with symbolic sizes are wrong when run on an input with a dimension of size
+    1: a kernel for a general size that mishandles the broadcast case. Dynamo's 0/1
+    specialization keeps a backed symbolic graph from ever running there (sizes 0 and 1 get
+    graphs of their own); an unbacked size runs it."""
+    if any(isinstance(e, torch.SymInt) for e in example_inputs):
+        return _wrong_when(gm, lambda t: 1 in t.shape)
+    return gm
+
+
 class _WrongAfterRecompile:
     """A backend whose first graph is right and every later one wrong: with one compiled
     function per test, exactly the graphs that recompiles produce.

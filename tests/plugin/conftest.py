@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from hypothesis import settings
@@ -28,3 +28,18 @@ def hypothesis_pytester(pytester: pytest.Pytester) -> Iterator[pytest.Pytester]:
     pytester.makeconftest(PROFILES)
     yield pytester
     settings.load_profile(previous)
+
+
+@pytest.fixture
+def caught_only_with(pytester: pytest.Pytester) -> Callable[..., pytest.RunResult]:
+    """Run pytester's test file on a planted backend without, then with, the options that take
+    the compile path it breaks: it must pass, then fail. Returns the failing run."""
+
+    def run(backend: str, *options: str) -> pytest.RunResult:
+        planted = f"--compile-backend=planted:{backend}"
+        pytester.runpytest(planted).assert_outcomes(passed=1)
+        result = pytester.runpytest(planted, *options)
+        result.assert_outcomes(failed=1)
+        return result
+
+    return run
