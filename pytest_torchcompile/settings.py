@@ -445,6 +445,20 @@ def from_config(getoption: Callable[[str], Any], getini: Callable[[str], Any]) -
         ini_value = getini(option.ini)
         if ini_value not in (None, "", []):
             settings = apply(settings, {option.name: ini_value}, f"ini {option.ini}")
+    return consistent(settings)
+
+
+def consistent(settings: Settings) -> Settings:
+    """`settings`, unless two of its values cannot go together (each named with its source)."""
+    if settings.backend in EXPORT_PATHS:
+        for name, off in (("compiled_autograd", False), ("dynamic_dims", "off")):
+            value = getattr(settings, name)
+            if value != off:
+                raise SettingError(
+                    f"Invalid {name}={value!r} from {settings.source(name)}: backend="
+                    f"{settings.backend} (from {settings.source('backend')}) exports the whole "
+                    f"program, and {name} applies to torch.compile's backends only"
+                )
     return settings
 
 
@@ -457,7 +471,7 @@ def marker_settings(
             f"compile_parity marker on {test} takes keyword arguments only, got positional "
             f"{', '.join(repr(a) for a in args)}; valid keys: {', '.join(MARKER_KEYS)}"
         )
-    return apply(base, kwargs, f"marker on {test}")
+    return consistent(apply(base, kwargs, f"marker on {test}"))
 
 
 SESSION_OPTIONS: tuple[Option, ...] = (

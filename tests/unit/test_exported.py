@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from pytest_torchcompile import exported
-from pytest_torchcompile.settings import Settings
+from pytest_torchcompile.settings import SettingError, Settings, apply, marker_settings
 
 
 def _recompile(before: tuple[object, ...], after: tuple[object, ...]) -> tuple[str, str]:
@@ -74,3 +74,12 @@ def test_a_package_call_counts_its_inputs_and_buffers_as_written():
     before = [t._version for t in (average, value, buffer)]
     exported._Package(package, [buffer])(average, v=value)
     assert [t._version for t in (average, value, buffer)] == [v + 1 for v in before]
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("compiled_autograd", True), ("dynamic_dims", "backed")]
+)
+def test_export_paths_refuse_torch_compile_only_settings(key: str, value: object) -> None:
+    session = apply(Settings(), {"backend": "aot_inductor"}, "--compile-backend")
+    with pytest.raises(SettingError, match=rf"Invalid {key}=.* from marker on test_x: backend="):
+        marker_settings(session, (), {key: value}, "test_x")
