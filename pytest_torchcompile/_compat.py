@@ -884,3 +884,35 @@ def aoti_bind_constants(loaded: Any, tensors: Mapping[str, torch.Tensor]) -> Non
         raise RuntimeError(f"the package has constants the program has no tensor for: {missing}")
     chosen = {name: tensors[name] for name in wanted}
     loaded.load_constants(chosen, check_full_update=True, user_managed=True)
+
+
+class LoaderCrash(RuntimeError):
+    """AOTInductor's package loader crashed the separate process that tried it first."""
+
+    def __init__(self, crash: str, package: str) -> None:
+        super().__init__(
+            f"AOTInductor's package loader crashed ({crash}) in a separate process, on torch "
+            f'{torch.__version__}; the same without the plugin: python -c "import torch; '
+            f"torch._inductor.aoti_load_package('{package}')\""
+        )
+        self.package = package
+
+
+def aoti_load_crash(package_path: str, timeout_s: float = 600.0) -> str | None:
+    """How AOTInductor's loader dies loading `package_path` in a separate process ("signal
+    SIGSEGV"), or None where it loads (or fails with an exception, which an in-process load
+    reports as such). A crash in this process would take the whole test session with it."""
+    import signal
+    import subprocess
+    import sys
+
+    code = "import sys, torch; torch._inductor.aoti_load_package(sys.argv[1])"
+    done = subprocess.run(
+        [sys.executable, "-c", code, package_path], capture_output=True, timeout=timeout_s
+    )
+    if done.returncode >= 0:
+        return None
+    try:
+        return f"signal {signal.Signals(-done.returncode).name}"
+    except ValueError:
+        return f"signal {-done.returncode}"

@@ -149,9 +149,9 @@ class Exported:
             configs["fallback_random"] = True
             self.drew = True
         path = os.path.join(self._package_directory(), f"program{len(self._programs)}.pt2")
-        loaded = _compat.aoti_load(
-            _compat.aoti_package(program, path, configs), _device_index(self.target, args, kwargs)
-        )
+        package = _compat.aoti_package(program, path, configs)
+        _check_loader(package)
+        loaded = _compat.aoti_load(package, _device_index(self.target, args, kwargs))
         named = {**program.state_dict, **program.constants}
         tensors = {k: v for k, v in named.items() if isinstance(v, torch.Tensor)}
         _compat.aoti_bind_constants(loaded, tensors)
@@ -202,6 +202,22 @@ class _Package:
         for tensor in [*inputs, *self._buffers]:
             torch.autograd.graph.increment_version(tensor)
         return out
+
+
+_LOADERS_TRIED: set[str] = set()  # devices whose first package was loaded apart
+
+
+def _check_loader(package: str) -> None:
+    """Load this process's first package once in a separate process: where torch's loader
+    crashes (seen: torch 2.11 on a CUDA 13 machine, any program, CPU and CUDA alike), the
+    crash becomes an environment fault instead of the end of the test session."""
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    if device in _LOADERS_TRIED:
+        return
+    crash = _compat.aoti_load_crash(package)
+    if crash is not None:
+        raise _compat.LoaderCrash(crash, package)
+    _LOADERS_TRIED.add(device)
 
 
 def signature(

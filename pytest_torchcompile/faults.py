@@ -29,7 +29,7 @@ from pytest_torchcompile import _compat
 from pytest_torchcompile.errors import EnvironmentFault
 from pytest_torchcompile.messages import first_line
 
-Kind = Literal["cache", "toolchain", "resources"]
+Kind = Literal["cache", "toolchain", "resources", "runtime"]
 T = TypeVar("T")
 
 # What a loader says about a truncated or corrupt file: the dynamic loader (.so), marshal and
@@ -90,7 +90,12 @@ class Fault:
                 "install the missing tool, or point Inductor at a working one (CXX for C++, CC "
                 "for Triton's launcher)"
             )
-        return "free memory or disk, or run fewer tests at once (pytest -n)"
+        if self.kind == "resources":
+            return "free memory or disk, or run fewer tests at once (pytest -n)"
+        return (
+            "the loader crashes without the plugin too (the command below): use a torch build "
+            "whose AOTInductor loads packages on this machine, or another backend"
+        )
 
     def note(self) -> str:
         """For the report, after a retry with a fresh cache passed."""
@@ -134,6 +139,7 @@ _KIND_NAMES: dict[Kind, str] = {
     "cache": "the Inductor cache",
     "toolchain": "the C++/Triton toolchain",
     "resources": "resources",
+    "runtime": "torch's runtime on this machine",
 }
 
 
@@ -143,7 +149,7 @@ def classify(exc: BaseException | None) -> Fault | None:
         return None
     original = _compat.user_exception(exc)
     chain = list(_chain(original))
-    for find in (_resources, _toolchain, _cache):
+    for find in (_resources, _toolchain, _cache, _runtime):
         for current in chain:
             fault = find(current, original)
             if fault is not None:
@@ -178,7 +184,14 @@ def recover(
     return result
 
 
-# --- the three kinds ------------------------------------------------------------------------------
+# --- the four kinds -------------------------------------------------------------------------------
+
+
+def _runtime(exc: BaseException, original: BaseException) -> Fault | None:
+    if not isinstance(exc, _compat.LoaderCrash):
+        return None
+    what = "AOTInductor's package loader crashed the process that loaded the package"
+    return Fault("runtime", what, exc.package, "", original)
 
 
 def _resources(exc: BaseException, original: BaseException) -> Fault | None:

@@ -41,7 +41,13 @@ def test_batch_dimension(compile_parity, device):
 def test_both_paths_agree_with_inductor_on_cuda(pytester):
     pytester.makepyfile(PROGRAM)
     result = pytester.runpytest("--compile-backend=inductor", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=3)
+    if torch.__version__ >= "2.13":
+        result.assert_outcomes(passed=3)
+        return
+    # torch 2.11 on CUDA: the compiled softmax of an unbacked size asserts it is at least 1
+    # (mark_unbacked's documented semantics there), so an empty row raises where eager returns.
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*exception: eager returned normally, compiled raised*u0 >= 1*"])
 
 
 def test_the_planted_bugs_are_caught_on_cuda(pytester):

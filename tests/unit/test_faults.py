@@ -5,12 +5,13 @@ from __future__ import annotations
 import errno
 import pickle
 import subprocess
+from pathlib import Path
 
 import pytest
 import torch
 from torch._inductor.exc import CppCompileError
 
-from pytest_torchcompile import CompileParityFailure, EnvironmentFault
+from pytest_torchcompile import CompileParityFailure, EnvironmentFault, _compat, exported, faults
 from pytest_torchcompile.faults import classify, recover
 
 SO = "/tmp/torchinductor_me/42/c42zkizxuorbb7dvu3bwps3vhavkmavfelvpudeisykttdgt6jop.main.so"
@@ -135,3 +136,22 @@ def test_recover_retries_a_cache_fault_once_and_raises_what_a_fresh_cache_does_n
     with pytest.raises(EnvironmentFault, match=r"\(resources\)"):
         recover(oom, lambda: runs.append(1), lambda r: None, [], "")
     assert not runs  # only the cache is retried
+
+
+def test_a_crashing_aoti_loader_is_the_environments_fault(monkeypatch: pytest.MonkeyPatch) -> None:
+    """torch 2.11's loader segfaulted on the GPU machine for any package: the first package is
+    loaded in a separate process, and its crash is named, not taken for a miscompile."""
+    monkeypatch.setattr(exported, "_LOADERS_TRIED", set())
+    monkeypatch.setattr(_compat, "aoti_load_crash", lambda package: "signal SIGSEGV")
+    with pytest.raises(_compat.LoaderCrash) as caught:
+        exported._check_loader("/tmp/program0.pt2")
+    fault = faults.classify(caught.value)
+    assert fault is not None and fault.kind == "runtime"
+    text = str(fault.error("context"))
+    assert "environment (torch's runtime on this machine)" in text
+    assert "crashed (signal SIGSEGV)" in text
+    assert "aoti_load_package('/tmp/program0.pt2')" in text
+
+
+def test_a_loader_that_raises_is_left_to_the_in_process_load(tmp_path: Path) -> None:
+    assert _compat.aoti_load_crash(str(tmp_path / "missing.pt2")) is None
