@@ -27,7 +27,8 @@ from typing import Any
 import torch
 
 from pytest_torchcompile.callsites import CallSites, Constructions, qualified_name
-from pytest_torchcompile.errors import CompileParityFailure, ParityError
+from pytest_torchcompile.errors import CompileParityFailure, ParityError, RecompileLimitExceeded
+from pytest_torchcompile.pystate import SharedContainers
 from pytest_torchcompile.recorder import Recorder
 from pytest_torchcompile.records import ModuleCallRecord
 from pytest_torchcompile.runner import Checker, isolated
@@ -145,11 +146,14 @@ class Interceptor:
             self._count(name, "skipped", f"the call raised {type(exc).__name__}: not replayed")
             raise
         after = RngState.capture()
+        shared = SharedContainers(module)  # the replay's runs must not add to what the test sees
+        left = shared.snapshot()
         before.restore()
         try:
             self._check(number, name, signature, stand_in, inputs)
         finally:
             after.restore()
+            shared.restore(left)
         return output
 
     # --- selecting and snapshotting -----------------------------------------------------------
@@ -213,6 +217,13 @@ class Interceptor:
             recorder.record(stand_in, args, kwargs)
             with self._sites.suspended(), _paused(self._constructions):
                 self.checker.check(stand_in, args, kwargs)  # Dynamo traces the originals
+        except RecompileLimitExceeded as limit:
+            if self._budgeted():  # the user asked for recompiles to be held to a limit
+                self._diverged.add(signature)
+                self._diverge(number, name, limit, recorder)
+            else:  # the program would run eagerly there: no parity shown, no divergence either
+                self._count(name, "skipped", f"the compiled side would run eagerly: {_text(limit)}")
+            return
         except CompileParityFailure as failure:
             self._diverged.add(signature)
             self._diverge(number, name, failure, recorder)
@@ -283,10 +294,13 @@ class Interceptor:
                 "(--compile-parity=all replays each call from a snapshot, eager vs compiled):\n\n"
                 + "\n\n".join(self.divergences)
             )
+        if self._budgeted():
+            self.checker.finish()
+
+    def _budgeted(self) -> bool:
         settings = self.checker.settings
         budgets = (settings.max_graph_breaks, settings.max_recompiles)
-        if settings.fullgraph or any(budget is not None for budget in budgets):
-            self.checker.finish()
+        return settings.fullgraph or any(budget is not None for budget in budgets)
 
 
 def _paused(constructions: Constructions | None) -> AbstractContextManager[None]:

@@ -97,11 +97,17 @@ class SharedContainers:
 
 
 def _reachable(fn: Callable[..., Any]) -> Iterator[tuple[str, Any]]:
+    """From a module: every method of its classes in user files (a library's `__call__` runs
+    hooks a test overrides, not only `forward`); from a function: the function."""
     seen: set[int] = set()
-    target: Any = type(fn).forward if isinstance(fn, torch.nn.Module) else fn
-    if isinstance(fn, torch.nn.Module):
-        yield from _class_containers(type(fn), seen)
-    yield from _function_containers(target, seen, _DEPTH)
+    if not isinstance(fn, torch.nn.Module):
+        yield from _function_containers(fn, seen, _DEPTH)
+        return
+    for cls in type(fn).__mro__:
+        yield from _class_containers(cls, seen)
+        if _defined_in_user_file(cls):
+            for member in vars(cls).values():
+                yield from _function_containers(member, seen, _DEPTH)
 
 
 def _function_containers(fn: Any, seen: set[int], depth: int) -> Iterator[tuple[str, Any]]:
@@ -133,10 +139,14 @@ def _function_containers(fn: Any, seen: set[int], depth: int) -> Iterator[tuple[
                 yield from _function_containers(member, seen, depth - 1)
 
 
+def _defined_in_user_file(cls: type) -> bool:
+    module = getattr(inspect.getmodule(cls), "__file__", None)
+    return module is not None and _is_user_file(module)
+
+
 def _class_containers(cls: type, seen: set[int]) -> Iterator[tuple[str, Any]]:
     """Containers held as class attributes (`items = []` in the class body)."""
-    module = getattr(inspect.getmodule(cls), "__file__", None)
-    if module is None or not _is_user_file(module):
+    if not _defined_in_user_file(cls):
         return
     for name, value in vars(cls).items():
         fresh = isinstance(value, _CONTAINERS) and id(value) not in seen

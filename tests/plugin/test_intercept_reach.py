@@ -185,3 +185,55 @@ def test_a_package_never_checked_says_so(library: pytest.Pytester) -> None:
     result = _run(library, "--compile-backend=aot_eager", "-k", "prior or embedder")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(["minigp: none of its 2 module classes was cross-checked"])
+
+
+SIDE_EFFECTS = """
+import torch
+
+calls = [0]
+
+def step(layer, x):
+    return layer(x) + 1
+
+class Scaled(torch.nn.Module):
+    def forward(self, x):
+        return x * 2
+
+class Many(torch.nn.Module):
+    '''Twelve layer classes through one helper, with a graph break in the loop: Dynamo compiles
+    the helper once per class and reaches its recompile limit within one call.'''
+    def __init__(self):
+        super().__init__()
+        kinds = [type(f"Kind{i}", (Scaled,), {}) for i in range(12)]
+        self.layers = torch.nn.ModuleList(kind() for kind in kinds)
+
+    def forward(self, x):
+        for layer in self.layers:
+            print("", end="")  # a graph break in the loop
+            x = step(layer, x)
+        return x
+
+class Counted(torch.nn.Module):
+    def forward(self, x):
+        return self.hook(x)
+
+    def hook(self, x):
+        calls[0] += 1
+        return x + 1
+
+def test_a_recompile_limit_inside_one_call_is_a_skip_not_a_failure():
+    assert Many()(torch.ones(2)).shape == (2,)
+
+def test_the_replay_leaves_the_tests_counters_as_its_call_did():
+    Counted()(torch.ones(2))
+    assert calls == [1]
+"""
+
+
+def test_what_the_replay_cannot_show_or_must_not_change(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_effects=SIDE_EFFECTS)
+    result = _run(pytester, "--compile-backend=aot_eager")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*test_effects.Many: the compiled side would run eagerly: RecompileLimitExceeded*"]
+    )
