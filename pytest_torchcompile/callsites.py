@@ -114,7 +114,7 @@ class Constructions:
         seen = self.classes
 
         def __init__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
-            if self._active and not self._paused:
+            if self._active and not self._paused and _a_model(type(module)):
                 seen.add(qualified_name(type(module)))
             original(module, *args, **kwargs)
 
@@ -128,6 +128,15 @@ class Constructions:
         self._active = False
         if torch.nn.Module.__dict__.get("__init__") is self._wrapper:
             type.__setattr__(torch.nn.Module, "__init__", self._original)
+
+
+def _a_model(cls: type) -> bool:
+    """Whether constructing `cls` is building a model: torch's own compile and tracing machinery
+    (graph modules, compiled and scripted wrappers, a bare `nn.Module` root) is not."""
+    where = cls.__module__
+    if cls is torch.nn.Module:
+        return False
+    return not (where == "torch" or where.startswith("torch.")) or where.startswith("torch.nn.")
 
 
 __all__ = ["CallSites", "Constructions", "overriding_classes", "qualified_name"]

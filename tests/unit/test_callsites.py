@@ -71,3 +71,11 @@ def test_constructions_record_classes_and_pause() -> None:
     torch.nn.Tanh()
     assert built.classes == {f"{__name__}.LibraryModel"}
     assert torch.nn.Module.__dict__["__init__"] is before
+
+
+def test_torchs_compile_machinery_is_not_counted_as_constructed_models() -> None:
+    with Constructions() as built:
+        torch.nn.Module()  # a bare root, as torch.fx makes
+        torch.fx.symbolic_trace(torch.nn.ReLU())
+        torch.nn.Linear(2, 2)
+    assert built.classes == {"torch.nn.modules.activation.ReLU", "torch.nn.modules.linear.Linear"}
