@@ -80,9 +80,7 @@ class Interceptor:
         self._checked = checked  # session-wide: signatures already checked
         self._diverged: set[Hashable] = set()  # this test's: other tests still check them
         self._tally: dict[tuple[str, str, str], int] = {}
-        # (id of the test's module, inference mode) -> (that module, its pre-call stand-in)
-        self._stand_ins: dict[tuple[int, bool], tuple[torch.nn.Module, torch.nn.Module]] = {}
-        self._structures: dict[int, tuple[torch.nn.Module, Hashable]] = {}  # id -> (module, ...)
+        self._copies = _ModuleCopies()
         self._sites = CallSites(self._wrapper)
         self._constructions = constructions  # the test's: paused while the checker copies
         self._busy = False  # a module call or a check is in progress: calls pass straight through
@@ -131,7 +129,7 @@ class Interceptor:
         name = qualified_name(type(module))
         try:
             signature = self._select(module, name, args, kwargs)
-            stand_in = self._stand_in(module)
+            stand_in = self._copies.stand_in(module)
             inputs = clone_tree((args, dict(kwargs)))
         except Skip as skip:
             self._count(name, "skipped", str(skip))
@@ -165,43 +163,12 @@ class Interceptor:
         reason = self.selection.skips(name) or refusal(module)
         if reason is not None:
             raise Skip(reason)
-        signature = call_signature(name, self._structure(module), module, args, kwargs)
+        signature = call_signature(name, self._copies.structure(module), module, args, kwargs)
         if not self.selection.every_call and signature in self._checked:
             raise Skip("already checked in this session with this structure and input signature")
         if not self.selection.every_call and signature in self._diverged:
             raise Skip("already diverged in this test with this structure and input signature")
         return signature
-
-    def _structure(self, module: torch.nn.Module) -> Hashable:
-        """A module's tensors (names, shapes, dtypes, devices), computed once per module per test.
-
-        Walking a large model on every call would cost milliseconds; a module restructured in
-        the middle of a test keeps its first structure here (its stand-in is still copied anew).
-        """
-        kept = self._structures.get(id(module))
-        if kept is None or kept[0] is not module:
-            kept = (module, module_structure(module))
-            self._structures[id(module)] = kept
-        return kept[1]
-
-    def _stand_in(self, module: torch.nn.Module) -> torch.nn.Module:
-        """A copy holding the module's state before the call: the replay's module.
-
-        One per module (and inference mode) for the whole test, synced before each call, so the
-        checker keeps one compiled copy for it and Dynamo sees the sequence of calls.
-        """
-        key = (id(module), torch.is_inference_mode_enabled())
-        kept = self._stand_ins.get(key)
-        with torch.inference_mode(False):  # parameters of a copy made here stay normal tensors
-            if kept is not None:
-                try:
-                    sync_module(module, kept[1])
-                    return kept[1]
-                except Exception:  # restructured, or state sync cannot copy: copy it afresh
-                    pass
-            copied = clone_tree(module)
-        self._stand_ins[key] = (module, copied)
-        return copied  # type: ignore[no-any-return]
 
     # --- checking -------------------------------------------------------------------------------
 
@@ -301,6 +268,46 @@ class Interceptor:
         settings = self.checker.settings
         budgets = (settings.max_graph_breaks, settings.max_recompiles)
         return settings.fullgraph or any(budget is not None for budget in budgets)
+
+
+class _ModuleCopies:
+    """Per test: each module's structure (read once) and its stand-in (copied once, synced)."""
+
+    def __init__(self) -> None:
+        # (id of the test's module, inference mode) -> (that module, its pre-call stand-in)
+        self._stand_ins: dict[tuple[int, bool], tuple[torch.nn.Module, torch.nn.Module]] = {}
+        self._structures: dict[int, tuple[torch.nn.Module, Hashable]] = {}  # id -> (module, ...)
+
+    def structure(self, module: torch.nn.Module) -> Hashable:
+        """A module's tensors (names, shapes, dtypes, devices), computed once per module per test.
+
+        Walking a large model on every call would cost milliseconds; a module restructured in
+        the middle of a test keeps its first structure here (its stand-in is still copied anew).
+        """
+        kept = self._structures.get(id(module))
+        if kept is None or kept[0] is not module:
+            kept = (module, module_structure(module))
+            self._structures[id(module)] = kept
+        return kept[1]
+
+    def stand_in(self, module: torch.nn.Module) -> torch.nn.Module:
+        """A copy holding the module's state before the call: the replay's module.
+
+        One per module (and inference mode) for the whole test, synced before each call, so the
+        checker keeps one compiled copy for it and Dynamo sees the sequence of calls.
+        """
+        key = (id(module), torch.is_inference_mode_enabled())
+        kept = self._stand_ins.get(key)
+        with torch.inference_mode(False):  # parameters of a copy made here stay normal tensors
+            if kept is not None:
+                try:
+                    sync_module(module, kept[1])
+                    return kept[1]
+                except Exception:  # restructured, or state sync cannot copy: copy it afresh
+                    pass
+            copied = clone_tree(module)
+        self._stand_ins[key] = (module, copied)
+        return copied  # type: ignore[no-any-return]
 
 
 def _paused(constructions: Constructions | None) -> AbstractContextManager[None]:
