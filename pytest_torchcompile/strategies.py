@@ -3,9 +3,10 @@
 Generated tensors are deliberately unlike the contiguous float32 tensors with offset 0 that tests
 usually build: shapes favour the sizes compilers specialize on (0 and 1) and sizes around vector
 widths and block sizes, layouts cover transposes, slices with gaps, storage offsets, zero strides and
-channels_last, and values sometimes hold NaN, infinities, -0.0, subnormals or extremes. Everything
-shrinks toward float32, contiguous, offset 0, small and low rank, so a failure ends on the simplest
-input that still diverges.
+channels_last, and values sometimes hold NaN, infinities, -0.0, subnormals or extremes, or come from
+an edge class (`edges`): ties on a lattice of common constants, a large offset, magnitudes whose
+squares overflow, rows that sum to a whole number. Everything shrinks toward float32, contiguous,
+offset 0, small and low rank, so a failure ends on the simplest input that still diverges.
 
 Modelled on ``hypothesis.extra.numpy``: plural nouns, keyword-only ``min_``/``max_`` bounds, eager
 validation raising ``InvalidArgument`` that names ``arg=value``.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
@@ -25,12 +27,16 @@ from hypothesis import currently_in_test_context, note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from pytest_torchcompile import edges
+
 __all__ = [
     "BOOL_DTYPES",
     "COMPLEX_DTYPES",
+    "EDGE_CLASSES",
     "FLOAT_DTYPES",
     "INTEGER_DTYPES",
     "LAYOUT_KINDS",
+    "EdgeClass",
     "Layout",
     "LayoutKind",
     "Shape",
@@ -72,7 +78,11 @@ LayoutKind = Literal[
 LAYOUT_KINDS: tuple[LayoutKind, ...] = get_args(LayoutKind)
 
 SpecialKind = Literal["nan", "inf", "-inf", "-0.0", "subnormal", "max", "min"]
-Distribution = Literal["small", "normal", "wide", "full"]
+Distribution = Literal[
+    "small", "normal", "wide", "full", "ties", "offsets", "near_limits", "exact_sums"
+]
+EdgeClass = Literal["ties", "offsets", "near_limits", "exact_sums"]
+EDGE_CLASSES: tuple[EdgeClass, ...] = get_args(EdgeClass)
 
 # Each family in shrink order: the first dtype is the simplest.
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
@@ -812,11 +822,13 @@ class Values(_Compact):
 
     `dist` is ``small`` (integers in [-3, 3], exact in every dtype), ``normal`` (standard normal;
     integers in [-100, 100]), ``wide`` (magnitudes 2**-10 to 2**10 with random signs; integers in
-    [-10000, 10000]) or ``full`` (integers over the dtype's whole range). Values outside
-    [`min_value`, `max_value`] or the dtype's range are wrapped or reflected inside it; float values
-    too small to be normal in the dtype become 0. Each entry of `specials` puts a special value at
-    a flat position (in the real part for complex dtypes); ``max``/``min`` are the largest and
-    smallest values the bounds and dtype allow.
+    [-10000, 10000]), ``full`` (integers over the dtype's whole range), or for floating and complex
+    dtypes one of the edge classes of :mod:`pytest_torchcompile.edges`: ``ties``, ``offsets``,
+    ``near_limits``, ``exact_sums``, whose per-position constants `steps` seeds (a tensor group
+    shares it). Values outside [`min_value`, `max_value`] or the dtype's range are wrapped or
+    reflected inside it; float values too small to be normal in the dtype become zeros of their
+    sign. Each entry of `specials` puts a special value at a flat position (in the real part for
+    complex dtypes); ``max``/``min`` are the largest and smallest values the bounds and dtype allow.
     """
 
     dist: Distribution = "small"
@@ -824,6 +836,7 @@ class Values(_Compact):
     specials: tuple[tuple[int, SpecialKind], ...] = ()
     min_value: float | None = None
     max_value: float | None = None
+    steps: int = 0
 
     def generate(self, shape: Shape, dtype: torch.dtype) -> torch.Tensor:
         """A contiguous CPU tensor of `shape` and `dtype` holding these values."""
@@ -840,14 +853,68 @@ class Values(_Compact):
                 ordinary = _ordinary(self.dist, n, True, gen)
             out = _fit(ordinary, low, high).to(dtype)
         else:
-            parts = _fit(
-                _ordinary(self.dist, 2 * n if dtype.is_complex else n, False, gen), low, high
-            )
-            parts = torch.where(parts.abs() < _float_info(dtype).smallest_normal, 0.0, parts)
+            parts = _fit(self._floats(shape, dtype, gen), low, high)
+            parts = torch.where(parts.abs() < _float_info(dtype).smallest_normal, parts * 0, parts)
             out = (torch.complex(parts[:n], parts[n:]) if dtype.is_complex else parts).to(dtype)
         for position, kind in self.specials:
             out[position] = _special_value(kind, dtype, low, high)
         return out.reshape(shape)
+
+    def _floats(self, shape: Shape, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
+        """Unbounded float64 values: real and imaginary parts, one after the other, if complex."""
+        real = dtype.to_real()
+        parts = 2 if dtype.is_complex else 1
+        n = parts * math.prod(shape)
+        if self.dist == "ties":
+            return edges.ties(n, self.seed, self.steps, real)
+        if self.dist == "offsets":
+            return edges.offsets(n, self.seed, self.steps, real)
+        if self.dist == "near_limits":
+            return edges.near_limits(n, self.seed, real)
+        if self.dist == "exact_sums":
+            rows = (parts, *shape) if shape else (parts,)
+            return edges.exact_sums(rows, self.seed, self.steps, real)
+        return _ordinary(self.dist, n, False, gen)
+
+
+@dataclass(frozen=True)
+class _ValueOptions:
+    """What :func:`tensors` was told about values, passed on to each draw."""
+
+    min_value: float | None
+    max_value: float | None
+    specials: bool | None
+    allow: tuple[bool, bool, bool]  # allow_nan, allow_infinity, allow_subnormal
+    edges: tuple[EdgeClass, ...]  # the edge classes switched on
+
+
+# Edge classes are drawn as often as the ordinary distributions together, ties (where boundary
+# bugs live, and the one class whose values relate tensors to each other) most often.
+_ORDINARY_WEIGHT = 2
+_EDGE_WEIGHTS: dict[EdgeClass, int] = {"ties": 3, "offsets": 1, "near_limits": 1, "exact_sums": 1}
+
+
+def _distributions(
+    inexact: bool, full: bool, on: tuple[EdgeClass, ...], ties: int = 1
+) -> st.SearchStrategy[Any]:
+    """The distributions a dtype draws from, ``small`` first (the shrink target); `ties` weighs
+    that class more."""
+    ordinary: list[Distribution] = ["small", "normal", "wide"]
+    if not inexact:
+        return st.sampled_from([*ordinary, "full"] if full else ordinary)
+    edge = [((ties if e == "ties" else 1) * _EDGE_WEIGHTS[e], e) for e in on]
+    return _weighted(*((_ORDINARY_WEIGHT, d) for d in ordinary), *edge)
+
+
+_SEEDS = st.integers(0, 2**32 - 1)
+
+
+@st.composite
+def _group_plans(draw: st.DrawFn, on: tuple[EdgeClass, ...]) -> tuple[Distribution, int]:
+    """One distribution and constants' seed for every floating tensor of a group, so that their
+    elements are related: multiples of one constant at each position, or around one offset.
+    Ties are drawn twice as often as for one tensor: relations between tensors are the point."""
+    return draw(_distributions(True, False, on, ties=2)), draw(_SEEDS)
 
 
 @st.composite
@@ -855,32 +922,36 @@ def _values(
     draw: st.DrawFn,
     dtype: torch.dtype,
     n: int,
-    min_value: float | None,
-    max_value: float | None,
-    specials: bool | None,
-    allow: tuple[bool, bool, bool],
+    options: _ValueOptions,
+    plan: tuple[Distribution, int] | None,
 ) -> Values:
     if dtype == torch.bool:
-        return Values(seed=draw(st.integers(0, 2**32 - 1)))
-    kinds = _special_kinds(dtype, *_bounds(dtype, min_value, max_value), *allow)
+        return Values(seed=draw(_SEEDS))
+    low, high = options.min_value, options.max_value
+    kinds = _special_kinds(dtype, *_bounds(dtype, low, high), *options.allow)
     planting = (
-        specials is not False
+        options.specials is not False
         and bool(kinds)
         and n > 0
-        and draw(_weighted((3 if specials is None else 1, False), (1, True)))
+        and draw(_weighted((3 if options.specials is None else 1, False), (1, True)))
     )
-    dists: tuple[Distribution, ...] = ("small", "normal", "wide")
-    if planting and not (dtype.is_floating_point or dtype.is_complex):
-        dists += ("full",)
-    dist = draw(st.sampled_from(dists))
-    seed = draw(st.integers(0, 2**32 - 1))
+    inexact = dtype.is_floating_point or dtype.is_complex
+    if inexact and plan is not None:
+        dist, steps = plan
+    else:
+        dist = draw(_distributions(inexact, planting, options.edges))
+        steps = draw(_SEEDS) if dist in _STEPPED else 0
+    seed = draw(_SEEDS)
     planted: list[tuple[int, SpecialKind]] = []
     if planting:
         # NaN and infinities, where most special-value bugs live, are drawn most often.
         weights = {"nan": 3, "inf": 2, "-inf": 2}
         spot = st.tuples(st.integers(0, n - 1), _weighted(*((weights.get(k, 1), k) for k in kinds)))
         planted = draw(st.lists(spot, min_size=1, max_size=3))
-    return Values(dist, seed, tuple(planted), min_value, max_value)
+    return Values(dist, seed, tuple(planted), low, high, steps)
+
+
+_STEPPED = ("ties", "offsets", "exact_sums")  # the classes whose constants a group shares
 
 
 # --- tensors --------------------------------------------------------------------------------
@@ -972,6 +1043,10 @@ class TensorOptions(TypedDict, total=False):
     allow_nan: bool
     allow_infinity: bool
     allow_subnormal: bool
+    ties: bool
+    offsets: bool
+    near_limits: bool
+    exact_sums: bool
     requires_grad: bool | st.SearchStrategy[bool]
 
 
@@ -1007,27 +1082,30 @@ def _dtype_value(dtype: object, device: str | None) -> torch.dtype:
     return dtype  # type: ignore[return-value]
 
 
+@dataclass(frozen=True)
+class _TensorArgs:
+    """:func:`tensors`' arguments, checked, as strategies."""
+
+    dtypes: st.SearchStrategy[torch.dtype]
+    shapes: st.SearchStrategy[Shape]
+    layouts: Callable[[Shape], st.SearchStrategy[Layout]]
+    device: st.SearchStrategy[DeviceLike]
+    requires_grad: st.SearchStrategy[bool]
+    values: _ValueOptions
+
+
 @st.composite
 def _tensors(
-    draw: st.DrawFn,
-    dtypes: st.SearchStrategy[torch.dtype],
-    shapes: st.SearchStrategy[Shape],
-    layouts: Callable[[Shape], st.SearchStrategy[Layout]],
-    device: st.SearchStrategy[DeviceLike],
-    requires_grad: st.SearchStrategy[bool],
-    min_value: float | None,
-    max_value: float | None,
-    specials: bool | None,
-    allow: tuple[bool, bool, bool],
+    draw: st.DrawFn, args: _TensorArgs, plan: tuple[Distribution, int] | None = None
 ) -> torch.Tensor:
-    where = _device_value(draw(device), "device")
-    dtype = _dtype_value(draw(dtypes), where)
-    shape = _shape_value(draw(shapes), "shapes")
-    grad = draw(requires_grad)
+    where = _device_value(draw(args.device), "device")
+    dtype = _dtype_value(draw(args.dtypes), where)
+    shape = _shape_value(draw(args.shapes), "shapes")
+    grad = draw(args.requires_grad)
     _check_grad(grad, dtype)
-    layout = draw(layouts(shape))
+    layout = draw(args.layouts(shape))
     stored = math.prod(1 if d in layout.expanded else s for d, s in enumerate(shape))
-    values = draw(_values(dtype, stored, min_value, max_value, specials, allow))
+    values = draw(_values(dtype, stored, args.values, plan))
     spec = TensorSpec(shape, dtype, layout, values, where, grad)
     tensor = build_tensor(spec)
     if currently_in_test_context():
@@ -1072,6 +1150,10 @@ def tensors(
     allow_nan: bool = True,
     allow_infinity: bool = True,
     allow_subnormal: bool = True,
+    ties: bool = True,
+    offsets: bool = True,
+    near_limits: bool = True,
+    exact_sums: bool = True,
     device: DeviceLike | st.SearchStrategy[DeviceLike] = "cpu",
     requires_grad: bool | st.SearchStrategy[bool] = False,
 ) -> st.SearchStrategy[torch.Tensor]:
@@ -1083,9 +1165,17 @@ def tensors(
       strategy of :class:`Layout`, e.g. ``functools.partial(layouts, max_step=5)``. The tensor has
       the logical shape drawn and that memory layout; storage outside it holds NaN (or the dtype's
       maximum), so a kernel that reads past its view diverges.
-    - Values (see :class:`Values`) are ordinary and finite: reproducible from a drawn seed, so
-      tensors of thousands of elements cost a few Hypothesis choices, and bounded by `min_value`
-      and `max_value` (for integers too: e.g. ``min_value=0, max_value=n - 1`` for indices).
+    - Values (see :class:`Values`) are finite: reproducible from a drawn seed, so tensors of
+      thousands of elements cost a few Hypothesis choices, and bounded by `min_value` and
+      `max_value` (for integers too: e.g. ``min_value=0, max_value=n - 1`` for indices).
+      Ordinary values are small integers, standard normal or wide (2**-10 to 2**10).
+    - Edge values (floating and complex dtypes; :mod:`pytest_torchcompile.edges`), where real
+      miscompiles were found, in about half the tensors, each class switched off by its keyword:
+      `ties` (a lattice ``k * c``, k in -2..2, c a common constant such as 0.1 rounded to the
+      dtype: equal elements, +-0, kinks, and tensors of a :func:`tensor_groups` group differing
+      by exactly c), `offsets` (a large common offset with a unit spread, ~1e5 in float32),
+      `near_limits` (magnitudes whose squares overflow, ~1e19 in float32) and `exact_sums` (rows
+      of decimals whose exact sum is an integer, so a reduction lands a rounding step from it).
     - Special values -- NaN, +-inf, -0.0, subnormals, the extremes of the range, and full-range
       integers -- are planted at 1 to 3 positions (NaN and infinities most often). With
       ``specials=None`` (the default) about one tensor in four gets them, where the dtype and
@@ -1096,8 +1186,9 @@ def tensors(
       ``st.floats``.
     - `device` and `requires_grad`: values or strategies; the tensor is a leaf.
 
-    Shrinks to float32, shape ``()``, contiguous, offset 0, no specials, and small integer values
-    in [-3, 3] from seed 0. Values deliberately do not shrink to all zeros: zeros would make a
+    Shrinks to float32, shape ``()``, contiguous, offset 0, no specials, no edge values, and
+    small integer values in [-3, 3] from seed 0 (a failure that needs an edge class shrinks
+    within it, ties towards the constant 1). Values deliberately do not shrink to all zeros: zeros would make a
     shrunk example hide the very divergence it reports (0 * anything is 0), and a checker fed
     only zeros proves little. Small integers are the simplest values that still differ, and they
     are exact in every dtype, so a shrunk failure is not blurred by rounding.
@@ -1119,6 +1210,13 @@ def tensors(
         def test_softmax(compile_parity, x):
             compile_parity(lambda t: torch.softmax(t, -1), x)
     """
+    return _tensors(_tensor_args(locals()))
+
+
+def _tensor_args(given: dict[str, Any]) -> _TensorArgs:
+    """:func:`tensors`' arguments (every one, by name) checked and made strategies."""
+    dtypes, shapes, device = given["dtypes"], given["shapes"], given["device"]
+    requires_grad, specials = given["requires_grad"], given["specials"]
     where = device if isinstance(device, st.SearchStrategy) else _device_value(device, "device")
     if not isinstance(dtypes, st.SearchStrategy | None):
         _check_grad(requires_grad is True, _dtype_value(dtypes, None))
@@ -1128,19 +1226,25 @@ def tensors(
         isinstance(requires_grad, bool | st.SearchStrategy),
         f"requires_grad={requires_grad!r} must be a bool",
     )
-    allow = (allow_nan, allow_infinity, allow_subnormal)
-    flags = dict(zip(("allow_nan", "allow_infinity", "allow_subnormal"), allow, strict=True))
-    _check_value_args(min_value, max_value, {"specials": specials, **flags})
-    return _tensors(
+    flags = {name: given[name] for name in ("allow_nan", "allow_infinity", "allow_subnormal")}
+    switches: dict[str, object] = {edge: given[edge] for edge in EDGE_CLASSES}
+    _check_value_args(
+        given["min_value"], given["max_value"], {"specials": specials, **flags, **switches}
+    )
+    values = _ValueOptions(
+        given["min_value"],
+        given["max_value"],
+        specials,
+        (flags["allow_nan"], flags["allow_infinity"], flags["allow_subnormal"]),
+        tuple(edge for edge in EDGE_CLASSES if switches[edge]),
+    )
+    return _TensorArgs(
         _dtype_strategy(dtypes, where),
         _strategy(shapes),
-        _layouts_arg(layouts),
+        _layouts_arg(given["layouts"]),
         _strategy(where),
         _strategy(requires_grad),
-        min_value,
-        max_value,
-        specials,
-        allow,
+        values,
     )
 
 
@@ -1155,10 +1259,16 @@ def _tensor_groups(
 ) -> tuple[torch.Tensor, ...]:
     where = draw(device)
     dtype: torch.dtype | st.SearchStrategy[torch.dtype] = draw(dtypes) if same_dtype else dtypes
-    return tuple(
-        draw(tensors(dtypes=dtype, shapes=shape, device=where, **options))
-        for shape in draw(shape_group)
-    )
+    members = [
+        _tensor_args({**_TENSOR_DEFAULTS, **options, "dtypes": dtype, "shapes": s, "device": where})
+        for s in draw(shape_group)
+    ]
+    # One distribution for the group's floating tensors: ties on one lattice, one offset.
+    plan = draw(_group_plans(members[0].values.edges))
+    return tuple(draw(_tensors(args, plan)) for args in members)
+
+
+_TENSOR_DEFAULTS = {name: p.default for name, p in inspect.signature(tensors).parameters.items()}
 
 
 def tensor_groups(
@@ -1173,11 +1283,15 @@ def tensor_groups(
 ) -> st.SearchStrategy[tuple[torch.Tensor, ...]]:
     """Tuples of `n` tensors on one device with shapes from :func:`shape_groups` (equal, or with
     `broadcast` mutually broadcastable), one dtype unless `same_dtype` is False (to exercise type
-    promotion), and each tensor's layout and values drawn independently as :func:`tensors` does.
+    promotion), and each tensor's layout and values drawn as :func:`tensors` does, from one
+    distribution for the group's floating tensors: with ties their elements at one position are
+    multiples of one constant, so tensors share elements and differ by exactly that constant
+    (``x1 - x2 == margin`` in bfloat16); with offsets they share the offset.
 
     `shapes` and `broadcast` are as for :func:`shape_groups`; `dtypes` and `device` as for
     :func:`tensors`; every other keyword (:class:`TensorOptions`) goes to :func:`tensors` for
-    each tensor. Shrinks to `n` equal-shaped tensors, each shrinking as :func:`tensors` does.
+    each tensor. Shrinks to `n` equal-shaped tensors of small integers, each shrinking as
+    :func:`tensors` does.
 
     :raises InvalidArgument: as :func:`shape_groups` and :func:`tensors` do, when called.
 
