@@ -37,7 +37,6 @@ from pytest_torchcompile.snapshot import (
     Unfaithful,
     Watch,
     clone_tree,
-    nudged_tree,
     state_after,
     upcast_tree,
 )
@@ -101,7 +100,7 @@ class Call:
             "reference": self.rerun(upcast_tree, backward),
             "eager_again": self.rerun(clone_tree, backward),
             "perturbed": self.rerun(
-                nudged_tree,
+                clone_tree,
                 backward,
                 lambda: RoundingNoise(COTANGENT_SEED, decompositions=table()),
             ),

@@ -468,12 +468,13 @@ def _unravel(flat: int, shape: torch.Size) -> tuple[int, ...]:
     return tuple(reversed(index))
 
 
-def _where(flat: int, t: Tensor) -> str:
+def at_index(flat: int, t: Tensor) -> str:
+    """Where flat index `flat` lies in `t` (" at index (i, j)"); nothing for a scalar."""
     return f" at index {_unravel(flat, t.shape)}" if t.dim() else ""
 
 
 def peak_text(peak: _Peak, t: Tensor) -> str:
-    where = _where(peak.at, t) if peak.value else ""  # a 0 is everywhere, not at the first index
+    where = at_index(peak.at, t) if peak.value else ""  # a 0 is everywhere, not at the first index
     return f"greatest |difference| {num(peak.value)}{where}"
 
 
@@ -490,7 +491,7 @@ def nonfinite_text(a: Tensor, b: Tensor, names: tuple[str, str]) -> str:
     if not count:
         return ""
     return (
-        f" where both are finite; NaN/inf differ at {count} element(s), first{_where(first, a)}: "
+        f" where both are finite; NaN/inf differ at {count} element(s), first{at_index(first, a)}: "
         f"{names[0]} {_element(a, first)}, {names[1]} {_element(b, first)}"
     )
 
@@ -507,14 +508,14 @@ def value_lines(scan: Scan, e: Tensor, c: Tensor, rtol: float, atol: float) -> l
     if scan.first_placement >= 0:
         i = scan.first_placement
         lines.append(
-            f"  NaN/inf in different places, first{_where(i, e)}: "
+            f"  NaN/inf in different places, first{at_index(i, e)}: "
             f"eager {_element(e, i)}, compiled {_element(c, i)}"
         )
     if scan.value_mismatches:
         for kind, peak, tol in (("absolute", scan.abs_bad, atol), ("relative", scan.rel_bad, rtol)):
             allowed = "" if exact else f" (up to {num(tol)} allowed)"
             lines.append(
-                f"  Greatest {kind} difference: {num(peak.value)}{_where(peak.at, e)}{allowed}"
+                f"  Greatest {kind} difference: {num(peak.value)}{at_index(peak.at, e)}{allowed}"
             )
     if e.dim() == 0:
         lines.append(f"  eager {e.item()}, compiled {c.item()}")

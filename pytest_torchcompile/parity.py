@@ -365,15 +365,13 @@ class _Reruns:
 
     def judge_by_reference(
         self, name: str, e: Tensor, c: Tensor, rtol: float, atol: float, plain: Scan
-    ) -> tuple[Scan, list[str]]:
+    ) -> rules.Judgement:
         """Rule 1 (rules.by_reference), where the reference run has this leaf."""
         r, why_not = self.reference_leaf(name, e)
         if r is None:
-            return plain, [
-                f"  No float64 reference here ({why_not}): judged by the plain tolerance."
-            ]
-        judged = rules.by_reference(e, c, r, rtol, atol, plain)
-        return judged.verdict, judged.lines
+            line = f"  No float64 reference here ({why_not}): judged by the plain tolerance."
+            return rules.Judgement(plain, [line])
+        return rules.by_reference(e, c, r, rtol, atol, plain)
 
     def judge_by_rounding_noise(
         self, name: str, e: Tensor, c: Tensor, verdict: Scan
@@ -606,10 +604,10 @@ class _Comparer:
             self._judge_by_eager_spread(name, e, c, scan, problems, differs)
             return
         if scan.mismatched and given and is_inexact(e) and not differs:
+            at = rules.Boundaries()
             if self.reruns.reference.given:
-                verdict, reference_lines = self.reruns.judge_by_reference(
-                    name, e, c, rtol, atol, scan
-                )
+                judged = self.reruns.judge_by_reference(name, e, c, rtol, atol, scan)
+                verdict, reference_lines, at = judged.verdict, judged.lines, judged.boundaries
             if (
                 verdict.mismatched
                 and verdict.mismatched == verdict.value_mismatches
@@ -617,6 +615,9 @@ class _Comparer:
             ):
                 verdict, noise_lines = self.reruns.judge_by_rounding_noise(name, e, c, verdict)
                 reference_lines += noise_lines
+            verdict = at.final(verdict)
+            if not verdict.mismatched:
+                note = at.note(name)
             if verdict.rescued and not verdict.mismatched:
                 note = (
                     f"{name}: compiled is finite and agrees with the float64 reference at "

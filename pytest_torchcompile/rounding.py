@@ -8,7 +8,10 @@ sample bounds nothing. This mode estimates that noise: every floating result an 
 computes is moved to a neighbouring value, up or down, and a reduction's result (n terms per
 value) by about sqrt(n) units of the precision it accumulates in, the random-walk error of another
 summation order. The direction is a hash of the value, so equal values move alike, as real rounding moves
-them (a constant image stays constant). Fused operations can be decomposed into the primitives a
+them (a constant image stays constant). Only what was rounded moves: a result equal to the same
+operation computed in float64 (the difference of two values that is itself representable) is
+exact in any order and precision, and stays, as the inputs do (they are given, not computed); so
+a compiler that moves a value sitting exactly on a kink is never excused as rounding. Fused operations can be decomposed into the primitives a
 compiler would emit (its decomposition table), so that their internal roundings are exposed too.
 This is Monte Carlo arithmetic at the granularity of ATen operations (Parker, 1997), used only to
 re-judge a leaf that failed every cheaper rule.
@@ -49,6 +52,17 @@ def _moved(t: torch.Tensor, salt: int, terms: float) -> torch.Tensor:
     accumulates = torch.float64 if t.dtype == torch.float64 else torch.float32
     shift = max(torch.finfo(t.dtype).eps, torch.finfo(accumulates).eps * math.sqrt(terms))
     return (wide * (1 + sign * shift)).to(t.dtype)
+
+
+def _widened(value: Any) -> Any:
+    """`value` with its floating tensors in float64, through tuples, lists and dicts."""
+    if isinstance(value, torch.Tensor):
+        return value.to(torch.float64) if value.is_floating_point() else value
+    if isinstance(value, tuple | list):
+        return type(value)(_widened(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _widened(item) for key, item in value.items()}
+    return value
 
 
 def _floating_tensors(value: Any) -> list[torch.Tensor]:
@@ -106,17 +120,53 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
         salt = self.seed * 1_000_003 + self.calls
         selects = _compat.op_name(func) in _SELECTIONS
         largest = 1 if selects else max(t.numel() for t in inputs)
+        results = list(result) if isinstance(result, tuple | list) else [result]
+        exact = _exact_in_float64(func, args, kwargs, results)
 
-        def move(value: Any) -> Any:
+        def move(value: Any, exact: torch.Tensor | None) -> Any:
             if (
                 isinstance(value, torch.Tensor)
                 and value.is_floating_point()
                 and value.layout == torch.strided  # sparse values are left as they are
                 and value.numel()
             ):
-                return _moved(value, salt, max(1.0, largest / value.numel()))
+                moved = _moved(value, salt, max(1.0, largest / value.numel()))
+                return moved if exact is None else torch.where(exact, value, moved)
             return value
 
-        if isinstance(result, tuple | list):
-            return type(result)(move(value) for value in result)
-        return move(result)
+        moved = [move(value, mask) for value, mask in zip(results, exact, strict=True)]
+        return type(result)(moved) if isinstance(result, tuple | list) else moved[0]
+
+
+def _exact_in_float64(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], results: list[Any]
+) -> list[torch.Tensor | None]:
+    """For each result, where it equals the operation computed in float64 on the same arguments:
+    no rounding happened there (a difference of representable values that is representable, a
+    multiple by a power of two), so no other order or precision could change it, and it is left
+    alone. None where that is unknown (float64 results, which nothing wider checks, included):
+    everything is rounded then. Random operations are never recomputed (that would draw from the
+    generator)."""
+    unknown: list[torch.Tensor | None] = [None] * len(results)
+    if torch.Tag.nondeterministic_seeded in getattr(func, "tags", ()):
+        return unknown
+
+    try:
+        again = func(*_widened(args), **_widened(kwargs))
+    except Exception:  # an operation without float64 support, or with a dtype it insists on
+        return unknown
+    agains = list(again) if isinstance(again, tuple | list) else [again]
+    if len(agains) != len(results):
+        return unknown
+    return [
+        a.eq(r)
+        if isinstance(a, torch.Tensor)
+        and isinstance(r, torch.Tensor)
+        and a.dtype == torch.float64  # not a result converted to a dtype the operation names
+        and a.shape == r.shape
+        and r.is_floating_point()
+        and r.dtype != torch.float64  # computed in float64 already: no wider check
+        and r.layout == torch.strided
+        else None
+        for a, r in zip(agains, results, strict=True)
+    ]

@@ -17,11 +17,18 @@ re-run from the call's snapshot reproduces eager's first result (`reproduces`):
    calibrated on the zoo, the examples and op_db, the largest seen is 59 ulps). Non-finite
    values are judged against the reference rounded to the leaf's dtype: where eager overflowed
    and the reference is finite, compiled passes by agreeing with it (compiled is right).
+   Boundaries (`Boundaries`) are exempt from the slack: where the reference is a whole number
+   (a floor, round, comparison or threshold, a gradient a kink masks) and eager and compiled
+   fall on different sides of it, compiled is wrong if eager matches the reference and it does
+   not (a failure no rule excuses), and across a boundary from eager if it matches the
+   reference and eager does not (left to rule 2: rounding if eager's own noise crosses such
+   boundaries, else eager is exact there and compiled computes something else).
 2. `by_rounding_noise`: for ill-conditioned leaves (a result that cancels to ~0, a
    normalisation by a tiny deviation, a kink that rounding turns either way), the leaf passes
    iff ``rms(compiled - eager) <= SENSITIVITY_SLACK * rms(perturbed - noise_base)``: the compiler
    may move the result no further than rounding-level changes move eager (rounding.py makes
-   the perturbed and noiseless decomposed re-runs). NaN/inf placement is never excused.
+   the perturbed and noiseless decomposed re-runs; results that are exact, and the inputs, are
+   not moved: no order or precision changes them). NaN/inf placement is never excused.
 
 Where the plain re-run does not reproduce eager, a third run tells why (`by_eager_spread`):
 eager's own run-to-run spread (atomics), which compiled is judged against, or a call the
@@ -44,6 +51,7 @@ from torch import Tensor
 from pytest_torchcompile.closeness import (
     NOISE_ULPS,
     Scan,
+    at_index,
     dense,
     distance,
     noise_floor,
@@ -63,6 +71,124 @@ SENSITIVITY_SLACK = 3.0
 
 
 @dataclass(frozen=True)
+class Boundaries:
+    """Where a failing leaf's float64 reference is a whole number (a floor, round, comparison or
+    threshold of a reduction, a gradient a kink masks) and eager and compiled fall on different
+    sides of it. Eager's error elsewhere on the leaf says nothing about such an element: one
+    element on the wrong side of a boundary is a whole step off, so rule 1's slack (three times
+    eager's worst error) would excuse any other.
+
+    `wrong`: eager matches the reference and compiled, also a whole number, does not: compiled
+    is wrong against the float64 reference, and no rule excuses it. `crossed`: compiled matches
+    the reference and eager does not: rounding, if eager's own rounding noise crosses such
+    boundaries too (rule 2, whose noise leaves exact results alone); otherwise eager's value is
+    exact there, and compiled computes something else (a constant held in a wider precision
+    than eager rounds it to).
+    """
+
+    wrong: int = 0
+    crossed: int = 0
+    excused: int = 0  # of these, how many rule 1's slack excused: counted as mismatched again
+    lines: tuple[str, ...] = ()
+    gap: float = 0.0  # the greatest |compiled - eager| among them, its flat index and relative
+    at: int = 0
+    relative_gap: float = 0.0
+
+    @classmethod
+    def of(
+        cls, e: Tensor, c: Tensor, r: Tensor, rtol: float, atol: float, slack: float
+    ) -> Boundaries:
+        if e.is_complex() or not e.numel():
+            return cls()
+        e64, c64, r64 = (t.detach().reshape(-1).to(torch.float64) for t in (e, c, r))
+        rounded = r.detach().reshape(-1).to(e.dtype).to(torch.float64)  # the answer in e's dtype
+        finite = e64.isfinite() & c64.isfinite() & r64.isfinite()
+        apart = finite & ((c64 - e64).abs() > atol + rtol * e64.abs())
+        whole = apart & (r64 == r64.round())
+        wrong = whole & (e64 == rounded) & (c64 == c64.round()) & (c64 != rounded)
+        crossed = whole & (c64 == rounded) & (e64 != rounded)
+        close = (c64 - r64).abs() <= atol + rtol * r64.abs() + slack  # rule 1's excuse
+        either = wrong | crossed
+        gap = torch.where(either, (c64 - e64).abs(), 0.0)
+        peak = int(gap.argmax()) if bool(either.any()) else 0
+        lines = [
+            _boundary_line(mask, e, e64, c64, r64, text)
+            for mask, text in ((wrong, _WRONG), (crossed, _CROSSED))
+            if bool(mask.any())
+        ]
+        return cls(
+            int(wrong.sum()),
+            int(crossed.sum()),
+            int((either & close).sum()),
+            tuple(lines),
+            float(gap[peak]),
+            peak,
+            float(gap[peak] / e64[peak].abs()) if e64[peak] else 0.0,
+        )
+
+    def unexcused(self, verdict: Scan) -> Scan:
+        """`verdict` with the boundary elements rule 1 excused counted as mismatched again."""
+        if not self.excused:
+            return verdict
+        abs_bad, rel_bad = verdict.abs_bad, verdict.rel_bad
+        if self.gap > abs_bad.value:
+            abs_bad = dataclasses.replace(abs_bad, value=self.gap, at=self.at)
+        if self.relative_gap > rel_bad.value:
+            rel_bad = dataclasses.replace(rel_bad, value=self.relative_gap, at=self.at)
+        return dataclasses.replace(
+            verdict,
+            mismatched=verdict.mismatched + self.excused,
+            value_mismatches=verdict.value_mismatches + self.excused,
+            abs_bad=abs_bad,
+            rel_bad=rel_bad,
+        )
+
+    def final(self, verdict: Scan) -> Scan:
+        """`verdict` after every rule: elements where compiled is wrong stay mismatched."""
+        if verdict.mismatched >= self.wrong:
+            return verdict
+        return dataclasses.replace(
+            verdict,
+            mismatched=self.wrong,
+            value_mismatches=max(verdict.value_mismatches, self.wrong),
+        )
+
+    def note(self, name: str) -> str:
+        """What a leaf that passed with eager across a boundary says."""
+        if not self.crossed:
+            return ""
+        return (
+            f"{name}: eager and compiled fall on either side of a boundary at {self.crossed} "
+            "element(s); compiled agrees with the float64 reference there and eager's rounding "
+            "noise crosses such boundaries too: both are within rounding of the boundary"
+        )
+
+
+_WRONG = (
+    "eager matches and compiled, also a whole number, does not: compiled is wrong against "
+    "the float64 reference. Neither eager's error elsewhere nor its rounding noise excuses that"
+)
+_CROSSED = (
+    "compiled matches and eager does not: eager and compiled fall on either side of a "
+    "boundary. That is rounding only if eager's own rounding noise crosses such boundaries too "
+    "(judged next); where eager's value is exact, no rounding moves it, and compiled computes "
+    "something else (e.g. a constant kept wider than eager rounds it to)"
+)
+
+
+def _boundary_line(
+    mask: Tensor, e: Tensor, e64: Tensor, c64: Tensor, r64: Tensor, text: str
+) -> str:
+    first = int(mask.nonzero()[0, 0])
+    where = at_index(first, e)
+    return (
+        f"  At {int(mask.sum())} element(s) the float64 reference is a whole number (a floor, "
+        f"round, comparison, threshold or masked gradient) that {text}; first{where}: eager "
+        f"{e64[first].item()}, compiled {c64[first].item()}, reference {r64[first].item()}."
+    )
+
+
+@dataclass(frozen=True)
 class Judgement:
     """A rule's verdict on one leaf: the element-wise verdict after the rule, and what the
     failure message (or, for a pass, the note) says about it."""
@@ -71,6 +197,7 @@ class Judgement:
     lines: list[str]
     note: str = ""
     nondeterministic: bool = False  # eager itself varies at this leaf
+    boundaries: Boundaries = Boundaries()
 
     @property
     def passed(self) -> bool:
@@ -100,11 +227,11 @@ def by_reference(
     the reduction-order floor. `plain` is the verdict by the plain tolerance."""
     eager_error = distance(e, r)
     floor = noise_floor(r, e.dtype)
-    verdict = scan_leaf(
-        c, e, rtol, atol, reference=r, slack=REFERENCE_SLACK * eager_error.value + floor
-    )
+    slack = REFERENCE_SLACK * eager_error.value + floor
+    at = Boundaries.of(e, c, r, rtol, atol, slack)
+    verdict = at.unexcused(scan_leaf(c, e, rtol, atol, reference=r, slack=slack))
     if not verdict.mismatched:  # the lines below explain a failure only
-        return Judgement(verdict, [])
+        return Judgement(verdict, [], boundaries=at)
     lines = [
         "  Judged against a float64 reference (eager re-run on inputs and state upcast):",
         f"    eager vs compiled:             {peak_text(plain.abs_all, e)}"
@@ -117,8 +244,9 @@ def by_reference(
         f"{REFERENCE_SLACK:g} * {num(eager_error.value)} (eager's own error) + "
         f"{num(floor)} (reduction-order noise: {NOISE_ULPS:g} ulps of the leaf's rms) "
         f"with atol={num(atol)}, rtol={num(rtol)}",
+        *at.lines,
     ]
-    return Judgement(verdict, lines)
+    return Judgement(verdict, lines, boundaries=at)
 
 
 def by_rounding_noise(
@@ -129,9 +257,9 @@ def by_rounding_noise(
     so far, kept where the rule does not excuse the leaf."""
     moved_by_compiler, moved_by_noise = rms(c, e), rms(noisy, base)
     lines = [
-        "  Judged by eager's rounding noise (eager re-run with every operation's result "
-        "rounded to a neighbouring value, reductions by sqrt(terms) ulps, fused operations "
-        "decomposed, inputs and state nudged by one ulp):",
+        "  Judged by eager's rounding noise (eager re-run with every operation's inexact "
+        "results rounded to a neighbouring value, reductions by sqrt(terms) ulps, fused "
+        "operations decomposed):",
         f"    rms |compiled - eager| {num(moved_by_compiler)}, rms |noisy - noiseless "
         f"re-run| {num(moved_by_noise)}; allowed: {SENSITIVITY_SLACK:g} * {num(moved_by_noise)}",
     ]

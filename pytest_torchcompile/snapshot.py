@@ -20,8 +20,6 @@ import torch
 from pytest_torchcompile import _compat, parity, pystate
 from pytest_torchcompile.errors import UncopyableInputError
 
-NUDGE_SEED = 20240613  # fixed, so every nudged copy of a call moves its values alike
-
 _UPCAST = {
     torch.float16: torch.float64,
     torch.bfloat16: torch.float64,
@@ -166,31 +164,6 @@ def upcast_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
         return obj
 
     return convert(copied)
-
-
-def nudged_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
-    """A copy with every floating value moved by -1, 0 or +1 unit in the last place, at random.
-
-    Eager on this copy shows how far rounding-level changes move the result: the noise floor a
-    correct compiler cannot be held below. Storages are nudged once each, so views and aliases
-    of one storage stay consistent. `memo` is clone_tree's.
-    """
-    copied = clone_tree(tree, memo)
-    generator = torch.Generator().manual_seed(NUDGE_SEED)
-    seen: set[int] = set()
-    with torch.no_grad():
-        for tensor in tensors_within(copied):
-            if not tensor.is_floating_point() or tensor.layout != torch.strided:
-                continue  # sparse values are left as they are: no storage to nudge
-            storage = tensor.untyped_storage()
-            if storage.data_ptr() in seen or storage.nbytes() == 0:
-                continue
-            seen.add(storage.data_ptr())
-            flat = torch.empty(0, dtype=tensor.dtype, device=tensor.device).set_(storage)
-            steps = torch.randint(-1, 2, flat.shape, generator=generator).to(flat.device)
-            ulp = torch.finfo(flat.dtype).eps * flat.abs().to(torch.float64)
-            flat.copy_(flat.to(torch.float64) + steps * ulp)
-    return copied
 
 
 def tensors_within(tree: Any) -> Iterator[torch.Tensor]:

@@ -1036,3 +1036,64 @@ def test_a_rerun_that_cannot_be_built_is_no_evidence_of_nondeterminism() -> None
         eager_again=unavailable,
     )
     assert "nondeterministic" not in message and "Judged against" not in message
+
+
+# --- boundaries -------------------------------------------------------------------------------
+
+
+def margin_gradients() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """bfloat16 gradients of a hinge at its kink: eager passes the gradient at 3 positions where
+    ``x1 - x2`` equals the margin exactly, compiled (and float64, whose margin is not rounded)
+    does not."""
+    eager = torch.full((9,), -0.25, dtype=torch.bfloat16)
+    eager[[1, 4, 6]] = 0.0
+    compiled = torch.full((9,), -0.25, dtype=torch.bfloat16)
+    compiled[[0, 1, 2, 4, 6]] = 0.0
+    return eager, compiled, compiled.double()
+
+
+def test_compiled_across_a_boundary_passes_where_eager_s_rounding_noise_crosses_it_too() -> None:
+    eager, compiled, reference = margin_gradients()
+    noisy = eager.clone()
+    noisy[[0, 2, 3]] = 0.0  # eager's rounding moves kinks too
+    report = passes(
+        side(grads={"g": eager}),
+        side(grads={"g": compiled}),
+        reference=lambda: side(grads={"g": reference}),
+        perturbed=lambda: side(grads={"g": noisy}),
+    )
+    assert report.notes == [
+        "g: eager and compiled fall on either side of a boundary at 2 element(s); compiled "
+        "agrees with the float64 reference there and eager's rounding noise crosses such "
+        "boundaries too: both are within rounding of the boundary"
+    ]
+
+
+def test_compiled_across_a_boundary_fails_where_eager_is_exact() -> None:
+    """The float64 reference agrees with compiled, and its slack (3 whole steps) would excuse
+    it; but no rounding moves eager there: compiled computes something else."""
+    eager, compiled, reference = margin_gradients()
+    message = fails(
+        r"g: values are not close",
+        side(grads={"g": eager}),
+        side(grads={"g": compiled}),
+        reference=lambda: side(grads={"g": reference}),
+        perturbed=lambda: side(grads={"g": eager.clone()}),
+    )
+    assert "At 2 element(s) the float64 reference is a whole number" in message
+    assert "where eager's value is exact, no rounding moves it" in message
+    assert "Mismatched elements: 2 / 9" in message
+
+
+def test_compiled_wrong_against_the_reference_at_a_boundary_fails_whatever_the_noise() -> None:
+    eager = torch.tensor([0.0, 1.0, 0.0, 1.0])
+    compiled = torch.tensor([1.0, 1.0, 1.0, 1.0])
+    reference = torch.tensor([1.0, 1.0, 0.0, 1.0], dtype=torch.float64)
+    message = fails(
+        r"compiled is wrong against the float64 reference",
+        side(eager),
+        side(compiled),
+        reference=lambda: side(reference),
+        perturbed=lambda: side(torch.tensor([1.0, 0.0, 1.0, 0.0])),  # noise flips every row
+    )
+    assert "Mismatched elements: 1 / 4" in message

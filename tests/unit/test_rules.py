@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 
 from pytest_torchcompile import rules
@@ -81,3 +83,39 @@ def test_by_eager_spread_trusts_torch_alert_over_agreeing_re_runs() -> None:
         "grad", e, again, [again, again.clone()], *F32, "how", alerted=lambda: True
     )
     assert judged.passed and judged.nondeterministic
+
+
+# --- boundaries: discontinuous functions of noisy values -------------------------------------
+
+
+def floors() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """floor(x.sum(-1)) of rows that sum to 1 in exact arithmetic, as eager, compiled and the
+    float64 reference land: eager one rounding step below 1 at row 0 (where the reference is 1),
+    compiled at 1 at rows 0 and 2 (where the reference, like eager, is a step below)."""
+    e = torch.tensor([0.0, 1.0, 0.0, 1.0])
+    c = torch.tensor([1.0, 1.0, 1.0, 1.0])
+    r = torch.tensor([1.0, 1.0, 0.0, 1.0], dtype=torch.float64)
+    return e, c, r
+
+
+def test_a_boundary_element_compiled_gets_wrong_is_not_excused_by_eager_s_error_elsewhere() -> None:
+    e, c, r = floors()
+    judged = rules.by_reference(e, c, r, *F32, scan_leaf(c, e, *F32))
+    # Eager is a whole step off at row 0, so rule 1's slack (3 steps) excused every row before.
+    assert judged.boundaries.wrong == 1 and judged.boundaries.crossed == 1
+    assert judged.verdict.mismatched == 2 and not judged.passed
+    text = "\n".join(judged.lines)
+    assert "compiled is wrong against the float64 reference" in text
+    assert "first at index (2,): eager 0.0, compiled 1.0, reference 0.0" in text
+    assert "eager and compiled fall on either side of a boundary" in text
+    # No later rule takes a wrong element back.
+    assert (
+        judged.boundaries.final(dataclasses.replace(judged.verdict, mismatched=0)).mismatched == 1
+    )
+
+
+def test_only_whole_numbers_of_the_reference_are_boundaries() -> None:
+    r = torch.tensor([0.25, 0.75], dtype=torch.float64)  # a continuous answer
+    e, c = torch.tensor([0.0, 1.0]), torch.tensor([0.5, 0.5])
+    assert rules.Boundaries.of(e, c, r, *F32, slack=1.0) == rules.Boundaries()
+    assert rules.Boundaries().final(scan_leaf(e, e, *F32)).mismatched == 0
