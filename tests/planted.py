@@ -226,6 +226,69 @@ def wrong_for_non_finite(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     )
 
 
+def _floats(t: torch.Tensor) -> bool:
+    return t.is_floating_point() and t.numel() >= 2 and bool(t.isfinite().all())
+
+
+def wrong_for_exact_differences(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Compiled:
+    """Wrong when two inputs differ somewhere by exactly 0.1 as their dtype rounds it: a kernel
+    that holds a margin or threshold wider than eager rounds it, wrong on the boundary only."""
+    step = {dtype: torch.tensor(0.1, dtype=dtype) for dtype in (torch.float16, torch.bfloat16)}
+
+    def differ(a: torch.Tensor, b: torch.Tensor) -> bool:
+        if (a.shape, a.dtype) != (b.shape, b.dtype) or not a.is_floating_point():
+            return False
+        return bool(((a - b) == step.get(a.dtype, torch.tensor(0.1, dtype=a.dtype))).any())
+
+    def run(*args: Any) -> Any:
+        outs = _as_list(gm(*args))
+        tensors = _tensor_args(args)
+        if len(tensors) >= 2 and differ(tensors[0], tensors[1]):
+            return [_skewed(out) for out in outs]
+        return outs
+
+    return run
+
+
+def wrong_for_large_offsets(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Wrong when an input's values share a large offset (all beyond 1000 in magnitude, spread
+    below a hundredth of it): a variance or normalisation that cancels."""
+    return _wrong_when(
+        gm,
+        lambda t: (
+            _floats(t)
+            and float(t.abs().min()) > 1000
+            and float(t.max() - t.min()) < float(t.abs().min()) / 100
+        ),
+    )
+
+
+def wrong_for_near_limits(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Wrong when most of an input's squares overflow its dtype though the values fit: a norm
+    or variance computed from squares."""
+    return _wrong_when(
+        gm,
+        lambda t: (
+            _floats(t) and float((t.double() ** 2 > torch.finfo(t.dtype).max).double().mean()) > 0.5
+        ),
+    )
+
+
+def wrong_for_whole_row_sums(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Wrong when every row of an input (its last dimension, 2 or more wide) sums to within 1e-3
+    of a whole number without all its values being whole: a floor or threshold of a sum."""
+
+    def whole_rows(t: torch.Tensor) -> bool:
+        if not _floats(t) or t.dim() == 0 or t.shape[-1] < 2:
+            return False
+        sums = t.double().sum(-1)
+        return bool(((sums - sums.round()).abs() < 1e-3).all()) and not bool((t == t.round()).all())
+
+    return _wrong_when(gm, whole_rows)
+
+
 def crash_for_empty(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
     """Raises when an input has no elements, as a kernel launched on an empty grid might."""
 

@@ -27,6 +27,12 @@ def test_softmax(compile_parity, x):
 
 
 @pytest.mark.compile_parity
+@given(xs=tcst.tensor_groups(2, broadcast=False))
+def test_maximum(compile_parity, xs):
+    compile_parity(torch.maximum, *xs)
+
+
+@pytest.mark.compile_parity
 @given(shapes=tcst.shape_sequences(), data=st.data())
 def test_calls_in_sequence(compile_parity, shapes, data):
     dtype = data.draw(tcst.float_dtypes())
