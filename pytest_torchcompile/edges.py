@@ -10,8 +10,9 @@ dtype's range, yet real miscompiles live there (each class from a real upstream 
   exactly where ``x1 - x2`` equals the margin);
 - `offsets`: a large common offset with a unit spread, the offset a few bits short of the dtype's
   precision (about 1e5 in float32), where a variance or a normalisation cancels;
-- `near_limits`: magnitudes whose squares leave the dtype's range though the values do not (about
-  1e19 to 1e21 in float32), where a variance or a norm overflows only if computed naively;
+- `near_limits`: magnitudes whose squares, or sums of a few squares, leave the dtype's range though
+  the values do not (about 2e18 to 4e19 in float32), where a variance or a norm overflows only if
+  computed naively;
 - `exact_sums`: rows (along the last dimension) of decimal multiples of a step whose exact sum is an
   integer, so that a row sum lands within a rounding step of an integer boundary.
 
@@ -75,11 +76,12 @@ def offsets(n: int, seed: int, steps: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 def near_limits(n: int, seed: int, dtype: torch.dtype) -> torch.Tensor:
-    """Magnitudes 2**(e/2 - 2) to 2**(e/2 + 6), e the dtype's largest exponent, random signs:
-    the values fit, their squares mostly do not (float32: about 5e18 to 1e21)."""
+    """Magnitudes 2**(e/2 - 3) to 2**(e/2 + 1), e the dtype's largest exponent, random signs
+    (float32: about 2e18 to 4e19): the values fit, the largest squares do not, and a sum of a
+    few squares does not, while a mean of squares (a variance) mostly still does."""
     gen = _generator(seed)
     half = math.log2(torch.finfo(dtype).max) / 2
-    exponents = half - 2 + 8 * torch.rand(n, generator=gen, dtype=torch.float64)
+    exponents = half - 3 + 4 * torch.rand(n, generator=gen, dtype=torch.float64)
     return _signs(n, gen) * torch.exp2(exponents)
 
 

@@ -888,10 +888,10 @@ class _ValueOptions:
     edges: tuple[EdgeClass, ...]  # the edge classes switched on
 
 
-# Edge classes are drawn as often as the ordinary distributions together, ties (where boundary
-# bugs live, and the one class whose values relate tensors to each other) most often.
+# Edge classes are drawn a little more often than the ordinary distributions together, ties
+# (where boundary bugs live, and the one class relating tensors to each other) most often.
 _ORDINARY_WEIGHT = 2
-_EDGE_WEIGHTS: dict[EdgeClass, int] = {"ties": 3, "offsets": 1, "near_limits": 1, "exact_sums": 1}
+_EDGE_WEIGHTS: dict[EdgeClass, int] = {"ties": 3, "offsets": 2, "near_limits": 2, "exact_sums": 1}
 
 
 def _distributions(
