@@ -30,7 +30,7 @@ import torch
 STEPS = (1.0, 0.1, 0.5, 0.2, 0.01, 0.3, 0.05, 0.001)
 """The constants of `ties`, in shrink order: 1 makes the lattice small integers."""
 
-_STEP_WEIGHTS = (2.0, 2.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)  # the commonest literals twice as often
+_STEP_WEIGHTS = (2.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)  # the commonest literals most often
 
 _SUM_STEPS = tuple(s for s in STEPS if (1 / s) == round(1 / s))  # steps that divide 1 exactly
 

@@ -913,8 +913,9 @@ _SEEDS = st.integers(0, 2**32 - 1)
 def _group_plans(draw: st.DrawFn, on: tuple[EdgeClass, ...]) -> tuple[Distribution, int]:
     """One distribution and constants' seed for every floating tensor of a group, so that their
     elements are related: multiples of one constant at each position, or around one offset.
-    Ties are drawn twice as often as for one tensor: relations between tensors are the point."""
-    return draw(_distributions(True, False, on, ties=2)), draw(_SEEDS)
+    Ties are drawn three times as often as for one tensor: relations between tensors are the
+    point of a group."""
+    return draw(_distributions(True, False, on, ties=3)), draw(_SEEDS)
 
 
 @st.composite
