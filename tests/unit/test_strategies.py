@@ -433,6 +433,11 @@ def test_edge_classes_follow_the_dtype() -> None:
         ),
     )
     assert wide.dtype == torch.float64
+    with pytest.raises(NoSuchExample):  # no wider reference would judge an overflow in float64
+        minimal(
+            tcst.tensors(dtypes=torch.float64, specials=False),
+            lambda t: bool((t.abs() > 1e100).any()),
+        )
 
 
 def test_a_group_on_ties_differs_by_exactly_a_common_constant() -> None:
