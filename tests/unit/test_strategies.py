@@ -332,8 +332,11 @@ SPECIAL_CHECKS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
     ("kind", "dtype"), zip(SPECIAL_CHECKS, itertools.cycle(tcst.FLOAT_DTYPES), strict=False)
 )
 def test_each_special_value_is_drawn_when_switched_on(kind: str, dtype: torch.dtype) -> None:
+    # ties=False: its lattice holds zeros of either sign itself, and a pair like [0.001, -0.0]
+    # is a local minimum the shrinker need not leave; a planted special shrinks to one element.
     found = minimal(
-        tcst.tensors(dtypes=dtype, specials=True), lambda t: SPECIAL_CHECKS[kind](t).any()
+        tcst.tensors(dtypes=dtype, specials=True, ties=False),
+        lambda t: SPECIAL_CHECKS[kind](t).any(),
     )
     assert found.shape == () and found.dtype == dtype
 
