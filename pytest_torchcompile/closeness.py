@@ -383,8 +383,11 @@ def scan_leaf(
     Integers and bools must be equal. A floating element passes when both sides are the same
     NaN/inf, or both are finite and |c - e| <= atol + rtol*|e| (torch.isclose). With a
     reference `r` it also passes when compiled agrees with `r` rounded to the leaf's dtype:
-    both finite and |c - r| <= atol + rtol*|r| + slack, or both non-finite and either eager is
-    non-finite too (the result is undefined there: any kind) or the kinds are the same.
+    both finite and |c - r| <= atol + rtol*|r| + slack, or both non-finite and the kinds are
+    the same; and where compiled and eager are both non-finite, of any kinds: eager overflowed
+    or lost the value too, so it holds compiled to nothing there (with a finite `r`, both are
+    wrong alike, as the program is in this dtype; with a non-finite one, the result is
+    undefined).
     """
     scan = Scan(e.numel())
     exact = not is_inexact(e)
@@ -404,7 +407,7 @@ def scan_leaf(
                 agrees = torch.where(
                     c_finite,
                     r_finite & close,
-                    ~r_finite & (~e_finite | same_nonfinite(cw, rounded)),
+                    ~e_finite | (~r_finite & same_nonfinite(cw, rounded)),
                 )
                 rescued = (agrees & ~ok & ~e_finite & c_finite).sum()
                 ok |= agrees

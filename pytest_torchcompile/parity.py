@@ -374,7 +374,7 @@ class _Reruns:
         return rules.by_reference(e, c, r, rtol, atol, plain)
 
     def judge_by_rounding_noise(
-        self, name: str, e: Tensor, c: Tensor, verdict: Scan
+        self, name: str, e: Tensor, c: Tensor, verdict: Scan, at: rules.Boundaries
     ) -> tuple[Scan, list[str]]:
         """Rule 2 (rules.by_rounding_noise), where both noise re-runs ran."""
         for rerun in (self.perturbed, self.noise_base):
@@ -387,7 +387,7 @@ class _Reruns:
         base = self.leaf(self.noise_base, name, e) if self.noise_base.given else e
         if noisy is None or base is None:
             return verdict, []
-        judged = rules.by_rounding_noise(e, c, noisy, base, verdict)
+        judged = rules.by_rounding_noise(e, c, noisy, base, verdict, at)
         return judged.verdict, judged.lines
 
     @staticmethod
@@ -613,7 +613,9 @@ class _Comparer:
                 and verdict.mismatched == verdict.value_mismatches
                 and self.reruns.perturbed.given
             ):
-                verdict, noise_lines = self.reruns.judge_by_rounding_noise(name, e, c, verdict)
+                verdict, noise_lines = self.reruns.judge_by_rounding_noise(
+                    name, e, c, verdict, at
+                )
                 reference_lines += noise_lines
             verdict = at.final(verdict)
             if not verdict.mismatched:
