@@ -70,6 +70,7 @@ class Scan:
     abs_bad: _Peak = field(default_factory=_Peak)  # as abs_all, over value mismatches only
     rel_bad: _Peak = field(default_factory=_Peak)
     rescued: int = 0  # elements eager has non-finite where compiled agrees with a finite reference
+    unjudged: int = 0  # compiled finite where eager and a reference no wider than it are not
 
 
 def is_inexact(t: Tensor) -> bool:
@@ -387,7 +388,9 @@ def scan_leaf(
     the same; and where compiled and eager are both non-finite, of any kinds: eager overflowed
     or lost the value too, so it holds compiled to nothing there (with a finite `r`, both are
     wrong alike, as the program is in this dtype; with a non-finite one, the result is
-    undefined).
+    undefined). Where compiled is finite and eager and `r` are not, and `r` is no wider than
+    the leaf (a float64 leaf), nothing can tell which side is right: such elements pass, and
+    are counted as `unjudged` for the report to say so.
     """
     scan = Scan(e.numel())
     exact = not is_inexact(e)
@@ -395,6 +398,7 @@ def scan_leaf(
     for start, chunk in _chunks(c, e) if reference is None else _chunks(c, e, reference):
         cw, ew, finite, diff = _finite_diff(chunk[0], chunk[1])
         rescued = torch.zeros((), dtype=torch.int64, device=cw.device)
+        unjudged = torch.zeros((), dtype=torch.int64, device=cw.device)
         if exact:
             ok = chunk[0] == chunk[1]
         else:
@@ -410,13 +414,24 @@ def scan_leaf(
                     ~e_finite | (~r_finite & same_nonfinite(cw, rounded)),
                 )
                 rescued = (agrees & ~ok & ~e_finite & c_finite).sum()
+                if reference.dtype == e.dtype:  # no wider: an overflow only one side makes
+                    undecidable = ~ok & ~agrees & c_finite & ~e_finite & ~r_finite
+                    unjudged = undecidable.sum()
+                    agrees |= undecidable
                 ok |= agrees
         bad = ~ok
         value_bad = bad & finite
         placement = (bad & ~finite).to(torch.uint8)
         magnitude = ew.abs()
         rel = diff / magnitude
-        counts = [bad.sum(), value_bad.sum(), rescued, placement.amax(), placement.argmax() + start]
+        counts = [
+            bad.sum(),
+            value_bad.sum(),
+            rescued,
+            placement.amax(),
+            placement.argmax() + start,
+            unjudged,
+        ]
         rows.append(
             torch.stack(
                 [count.to(torch.float64) for count in counts]
@@ -427,14 +442,15 @@ def scan_leaf(
             )
         )
     for row in _read_rows(iter(rows)):
-        mismatched, value_mismatches, rescued_here, placed, first_placed = row[:5]
+        mismatched, value_mismatches, rescued_here, placed, first_placed, unjudged_here = row[:6]
         scan.mismatched += int(mismatched)
         scan.value_mismatches += int(value_mismatches)
         scan.rescued += int(rescued_here)
+        scan.unjudged += int(unjudged_here)
         if scan.first_placement < 0 and placed:
             scan.first_placement = int(first_placed)
         for k, peak in enumerate((scan.abs_all, scan.rel_all, scan.abs_bad, scan.rel_bad)):
-            peak.take(row[5 + 2 * k], row[6 + 2 * k])
+            peak.take(row[6 + 2 * k], row[7 + 2 * k])
     return scan
 
 

@@ -626,6 +626,12 @@ class _Comparer:
                     f"{verdict.rescued} element(s) where eager is not (eager overflowed or lost "
                     "precision there): compiled is right"
                 )
+            if verdict.unjudged and not verdict.mismatched:
+                note = (
+                    f"{name}: not judged at {verdict.unjudged} element(s) where eager is "
+                    f"non-finite and compiled is not: {e.dtype} has no wider reference to tell "
+                    "which is right (an overflow at the dtype's range only one side makes)"
+                )
         if verdict.mismatched and not differs and not problems and is_inexact(e):
             samples, how = self.reruns.nondeterministic_samples(name, e)
             if samples:

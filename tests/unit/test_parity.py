@@ -292,6 +292,22 @@ def test_kinds_of_non_finite_may_differ_where_eager_overflowed_and_the_reference
     fails(r"NaN/inf", side(r.to(torch.bfloat16)), side(c), reference=lambda: side(r))
 
 
+def test_an_overflow_only_eager_makes_in_float64_is_not_judged_and_says_so() -> None:
+    # examples, Conv+BN in training on a float64 image of 1.8e308 everywhere: eager's batch
+    # mean overflows, compiled's stays finite, and the float64 reference is eager again.
+    e = torch.tensor([1.0, float("nan"), float("-inf")], dtype=torch.float64)
+    c = torch.tensor([1.0, 0.0, -8.5e306], dtype=torch.float64)
+    report = passes(side(e), side(c), reference=lambda: side(e.clone()))
+    assert report.notes == [
+        "output: not judged at 2 element(s) where eager is non-finite and compiled is not: "
+        "torch.float64 has no wider reference to tell which is right (an overflow at the "
+        "dtype's range only one side makes)"
+    ]
+    # A float32 leaf has one: compiled finite where float64 overflows too is wrong.
+    r = torch.tensor([1.0, float("nan"), float("-inf")], dtype=torch.float64)
+    fails(r"NaN/inf", side(e.float()), side(c.float()), reference=lambda: side(r))
+
+
 def test_compiled_non_finite_where_eager_is_finite_and_reference_undefined_of_another_kind() -> (
     None
 ):
