@@ -145,6 +145,15 @@ def test_crossed_boundary_elements_eager_s_noise_moves_are_excused_one_by_one() 
     assert passed.verdict.mismatched == 0
 
 
+def test_a_leaf_that_cancels_identically_has_no_boundaries() -> None:
+    # zoo, float16: a conv bias gradient ahead of BatchNorm, 0 in float64 and compiled; eager's
+    # residue 0.0143 is left alone by the noise. Rule 1 judges it: compiled is the exact answer.
+    e = torch.tensor([0.0, 0.000886, 0.01425, -0.000587], dtype=torch.float16)
+    c, r = torch.zeros(4, dtype=torch.float16), torch.zeros(4, dtype=torch.float64)
+    judged = rules.by_reference(e, c, r, 1e-3, 1e-5, scan_leaf(c, e, 1e-3, 1e-5))
+    assert judged.boundaries == rules.Boundaries() and judged.passed
+
+
 def test_only_whole_numbers_of_the_reference_are_boundaries() -> None:
     r = torch.tensor([0.25, 0.75], dtype=torch.float64)  # a continuous answer
     e, c = torch.tensor([0.0, 1.0]), torch.tensor([0.5, 0.5])
