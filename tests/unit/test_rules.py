@@ -137,12 +137,12 @@ def test_crossed_boundary_elements_eager_s_noise_moves_are_excused_one_by_one() 
     failed = rules.by_rounding_noise(e, c, exact_at_1, e, judged.verdict, judged.boundaries)
     assert failed.verdict.mismatched == 1
     assert "at 1 boundary element(s)" in "\n".join(failed.lines)
-    # Unmoved by the noise, but the decomposed program cancels exactly where eager's fused
-    # kernel leaves 1.727 (zoo, float16): eager's value is rounded there too.
+    # The decomposed program landing elsewhere proves nothing: it decomposes as a compiler does
+    # (a bfloat16 margin_ranking_loss keeps its margin wide, as Inductor does).
     decomposed = torch.tensor([0.0132, 0.0, 0.5], dtype=torch.bfloat16)
     noisy = decomposed * torch.tensor([1.05, 1.0, 1.0], dtype=torch.bfloat16)
-    passed = rules.by_rounding_noise(e, c, noisy, decomposed, judged.verdict, judged.boundaries)
-    assert passed.verdict.mismatched == 0
+    failed = rules.by_rounding_noise(e, c, noisy, decomposed, judged.verdict, judged.boundaries)
+    assert failed.verdict.mismatched == 1
 
 
 def test_a_leaf_that_cancels_identically_has_no_boundaries() -> None:
