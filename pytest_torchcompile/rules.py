@@ -21,9 +21,9 @@ re-run from the call's snapshot reproduces eager's first result (`reproduces`):
    (a floor, round, comparison or threshold, a gradient a kink masks) and eager and compiled
    fall on different sides of it, compiled is wrong if eager matches the reference and it does
    not (a failure no rule excuses), and across a boundary from eager if it matches the
-   reference and eager does not (left to rule 2: rounding where eager's value there is itself
-   rounded, which its noisy re-run shows by moving it; else eager is exact there, and compiled
-   computes something else). A leaf whose reference is 0 everywhere (a gradient that cancels
+   reference and eager does not (left to rule 2: rounding where eager's own noise crosses the
+   boundary there too; else compiled computes something else, e.g. a constant kept wider than
+   eager rounds it to). A leaf whose reference is 0 everywhere (a gradient that cancels
    identically) has no boundaries: eager's values are its rounding residue.
 2. `by_rounding_noise`: for ill-conditioned leaves (a result that cancels to ~0, a
    normalisation by a tiny deviation, a kink that rounding turns either way), the leaf passes
@@ -31,8 +31,8 @@ re-run from the call's snapshot reproduces eager's first result (`reproduces`):
    may move the result no further than rounding-level changes move eager (rounding.py makes
    the perturbed and noiseless decomposed re-runs; results that are exact, and the inputs, are
    not moved: no order or precision changes them). Boundary elements where compiled equals the
-   reference are excused first, one by one, where the noise moves eager's value there; the rest
-   of the leaf is judged by the rms. NaN/inf placement is never excused.
+   reference are excused first, one by one, where the noise takes eager across too; the rest of
+   the leaf is judged by the rms. NaN/inf placement is never excused.
 
 Where the plain re-run does not reproduce eager, a third run tells why (`by_eager_spread`):
 eager's own run-to-run spread (atomics), which compiled is judged against, or a call the
@@ -98,6 +98,7 @@ class Boundaries:
     at: int = 0
     relative_gap: float = 0.0
     crossed_at: Tensor | None = None  # flat mask of the crossed elements, where there are any
+    answer: Tensor | None = None  # with it, the reference in the leaf's dtype (float64, flat)
 
     @classmethod
     def of(
@@ -132,22 +133,20 @@ class Boundaries:
             float(gap[peak]),
             peak,
             float(gap[peak] / e64[peak].abs()) if e64[peak] else 0.0,
-            crossed if bool(crossed.any()) else None,
+            *((crossed, rounded) if bool(crossed.any()) else (None, None)),
         )
 
-    def rounded_in(self, noisy: Tensor, base: Tensor) -> Tensor | None:
-        """The crossed elements where eager's rounding noise moves eager's value (`noisy`
-        against `base`, rule 2's re-runs): eager's value there is rounded, and compiled, equal
-        to the float64 reference, is within rounding of it. None where there are none. (The
-        decomposed program landing elsewhere than eager says nothing: it decomposes as a
-        compiler does, a wider constant included.)"""
-        if self.crossed_at is None:
+    def crossed_by_noise(self, noisy: Tensor) -> Tensor | None:
+        """The crossed elements where eager's rounding noise takes eager across the boundary
+        too (rule 2's noisy re-run lands on the reference's whole number there): both sides
+        are within rounding of it. None where there are none. Noise that only moves eager's
+        value, on its side, proves nothing: a gradient a kink masks is a rounded quotient on
+        either side."""
+        if self.crossed_at is None or self.answer is None:
             return None
-        moved = noisy.detach().reshape(-1).to(torch.float64) != base.detach().reshape(-1).to(
-            torch.float64
-        )
-        rounded = self.crossed_at & moved.to(self.crossed_at.device)
-        return rounded if bool(rounded.any()) else None
+        flat = noisy.detach().reshape(-1).to(torch.float64).to(self.answer.device)
+        across = self.crossed_at & (flat == self.answer)
+        return across if bool(across.any()) else None
 
     def unexcused(self, verdict: Scan) -> Scan:
         """`verdict` with the boundary elements rule 1 excused counted as mismatched again."""
@@ -284,19 +283,19 @@ def by_rounding_noise(
     """Rule 2: compiled may move the leaf no further than rounding noise moves eager: `noisy`
     is the perturbed decomposed re-run, `base` the same without noise. `verdict` is the verdict
     so far, kept where the rule does not excuse the leaf. Boundary elements compiled crossed
-    to the float64 reference (`at`) are excused one by one where the noise moves eager's value
-    there, and left out of the rms."""
+    to the float64 reference (`at`) are excused one by one where the noise takes eager across
+    too, and left out of the rms."""
     lines = [
         "  Judged by eager's rounding noise (eager re-run with every operation's inexact "
         "results rounded to a neighbouring value, reductions by sqrt(terms) ulps, fused "
         "operations decomposed):",
     ]
-    rounded = at.rounded_in(noisy, base)
+    rounded = at.crossed_by_noise(noisy)
     if rounded is not None:
         count = int(rounded.sum())
         lines.append(
-            f"    at {count} boundary element(s) eager's value is rounded (the noise moves it) "
-            "and compiled equals the float64 reference: within rounding, excused"
+            f"    at {count} boundary element(s) eager's rounding noise crosses the boundary "
+            "too, to the float64 reference compiled equals: within rounding, excused"
         )
         verdict = dataclasses.replace(
             verdict,
@@ -305,8 +304,11 @@ def by_rounding_noise(
         )
         if not verdict.mismatched:
             return Judgement(verdict, lines, boundaries=at)
-        flat = c.detach().reshape(-1)
-        c = torch.where(rounded.to(flat.device), e.detach().reshape(-1), flat).reshape(e.shape)
+        # The rest of the leaf by the rms, without these elements on either side.
+        keep = rounded.to(c.device)
+        c = torch.where(keep, e.detach().reshape(-1), c.detach().reshape(-1)).reshape(e.shape)
+        flat = noisy.detach().reshape(-1)
+        noisy = torch.where(keep, base.detach().reshape(-1), flat).reshape(base.shape)
     moved_by_compiler, moved_by_noise = rms(c, e), rms(noisy, base)
     lines.append(
         f"    rms |compiled - eager| {num(moved_by_compiler)}, rms |noisy - noiseless "
