@@ -618,20 +618,22 @@ class _Comparer:
                 )
                 reference_lines += noise_lines
             verdict = at.final(verdict)
-            if not verdict.mismatched:
-                note = at.note(name)
-            if verdict.rescued and not verdict.mismatched:
-                note = (
-                    f"{name}: compiled is finite and agrees with the float64 reference at "
-                    f"{verdict.rescued} element(s) where eager is not (eager overflowed or lost "
-                    "precision there): compiled is right"
-                )
-            if verdict.unjudged and not verdict.mismatched:
-                note = (
-                    f"{name}: not judged at {verdict.unjudged} element(s) where eager is "
-                    f"non-finite and compiled is not: {e.dtype} has no wider reference to tell "
-                    "which is right (an overflow at the dtype's range only one side makes)"
-                )
+            if not verdict.mismatched:  # every excuse a passing leaf took is said, in one note
+                notes = [at.note(name)]
+                if verdict.rescued:
+                    notes.append(
+                        f"{name}: compiled is finite and agrees with the float64 reference at "
+                        f"{verdict.rescued} element(s) where eager is not (eager overflowed or "
+                        "lost precision there): compiled is right"
+                    )
+                if verdict.unjudged:
+                    notes.append(
+                        f"{name}: not judged at {verdict.unjudged} element(s) where eager is "
+                        f"non-finite and compiled is not: {e.dtype} has no wider reference to "
+                        "tell which is right (an overflow at the dtype's range only one side "
+                        "makes)"
+                    )
+                note = "; ".join(text for text in notes if text)
         if verdict.mismatched and not differs and not problems and is_inexact(e):
             samples, how = self.reruns.nondeterministic_samples(name, e)
             if samples:

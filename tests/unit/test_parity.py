@@ -308,6 +308,14 @@ def test_an_overflow_only_eager_makes_in_float64_is_not_judged_and_says_so() -> 
     fails(r"NaN/inf", side(e.float()), side(c.float()), reference=lambda: side(r))
 
 
+def test_every_excuse_a_passing_leaf_took_is_in_its_note() -> None:
+    e = torch.tensor([float("inf"), float("nan")], dtype=torch.float64)
+    c = torch.tensor([1.0, 0.0], dtype=torch.float64)
+    r = torch.tensor([1.0, float("nan")], dtype=torch.float64)
+    (note,) = passes(side(e), side(c), reference=lambda: side(r)).notes
+    assert "compiled is right" in note and "not judged at 1 element(s)" in note
+
+
 def test_compiled_non_finite_where_eager_is_finite_and_reference_undefined_of_another_kind() -> (
     None
 ):
