@@ -613,9 +613,7 @@ class _Comparer:
                 and verdict.mismatched == verdict.value_mismatches
                 and self.reruns.perturbed.given
             ):
-                verdict, noise_lines = self.reruns.judge_by_rounding_noise(
-                    name, e, c, verdict, at
-                )
+                verdict, noise_lines = self.reruns.judge_by_rounding_noise(name, e, c, verdict, at)
                 reference_lines += noise_lines
             verdict = at.final(verdict)
             if not verdict.mismatched:  # every excuse a passing leaf took is said, in one note
