@@ -284,6 +284,14 @@ def map_module_tensors(
     return applied
 
 
+def foreach_norm(
+    tensors: tuple[torch.Tensor, ...] | list[torch.Tensor], order: float
+) -> list[torch.Tensor]:
+    """The `order`-norm (1, 2 or inf) of each tensor, in multi-tensor kernels whose launches do
+    not grow with the number of tensors (torch._foreach_norm, the optimizers' own)."""
+    return list(torch._foreach_norm(tensors, order))
+
+
 def version_counter(tensor: torch.Tensor) -> int | None:
     """How many in-place writes the tensor's storage has seen (views share it); None for an
     inference tensor, which keeps no count."""
