@@ -186,7 +186,7 @@ class CallRunner:
         rng.restore()
         shared.restore(before)  # the eager run starts from the state the compiled one did
         eager_side = Side(fn, module, args, dict(kwargs))
-        eager = run_side(eager_side, self.settings.compares_backward, nothing)
+        eager = run_side(eager_side, self.settings.compares_backward, nothing, wait=False)
         lacking = pristine.lacks(watch, state_left(eager, eager_side))
         with_containers(eager, shared)
         return Call(

@@ -189,7 +189,7 @@ class CompiledSide:
         draws = self._draws(entry)
         draws.drew = False
         around = functools.partial(self._observe, entry)
-        result = run_side(side, self.settings.compares_backward, around)
+        result = run_side(side, self.settings.compares_backward, around, wait=False)
         entry.draws_random = entry.draws_random or draws.drew
         # The copies' tensors are watched by their marks; their plain attributes and the names
         # of their state by the caller's, which they were synced from.
@@ -261,7 +261,7 @@ class CompiledSide:
         _, user_args, user_kwargs = clone_tree((None, args, dict(kwargs)))
         mark_inputs((user_args, user_kwargs), self.settings.dim_marks, (args, kwargs))
         side = self._side(as_user.compiled, as_user.module_copy, user_args, user_kwargs)
-        result = run_side(side, self.settings.compares_backward, nothing)
+        result = run_side(side, self.settings.compares_backward, nothing, wait=False)
         if result.exception is not None and _compat.is_recompile_limit_error(result.exception):
             return None
         return result

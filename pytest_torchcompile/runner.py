@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import torch
 
-from pytest_torchcompile import _compat, exported, parity, randomness
+from pytest_torchcompile import _compat, exported, parity, randomness, sides
 from pytest_torchcompile.accounting import Accountant
 from pytest_torchcompile.calls import Call, CallRunner
 from pytest_torchcompile.compiled import CompiledSide
@@ -185,13 +185,19 @@ class Checker:
         started = time.perf_counter()
         self.calls += 1
         self._note_devices(fn, args, kwargs)
-        call = self.sides.run(fn, args, kwargs)
-        report = parity.compare(
-            call.eager,
-            call.compiled,
-            self._compare_options(),
-            **call.reruns(self.settings.compares_backward),
-        )
+        call: Call | None = None
+        try:  # the sides do not wait for the device: the comparison reads what they queued
+            call = self.sides.run(fn, args, kwargs)
+            report = parity.compare(
+                call.eager,
+                call.compiled,
+                self._compare_options(),
+                **call.reruns(self.settings.compares_backward),
+            )
+            sides.synchronize()
+        except torch.AcceleratorError as exc:
+            compiled = call.compiled if call is not None else None
+            raise sides.device_failure(exc, compiled, self._context()) from exc
         self.last_report = report
         errors = _leaf_errors(report, self.largest_errors)
         self.notes += [note for note in report.notes if note not in self.notes]

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from pytest_torchcompile import parity, pystate, trees
+from pytest_torchcompile.errors import CompileParityFailure
 from pytest_torchcompile.snapshot import named_inputs, rebuild_tuple, state_after
 
 COTANGENT_SEED = 20240613  # fixed, so eager and compiled backward get the same cotangents
@@ -79,8 +80,19 @@ class Side:
     )
 
 
-def run_side(side: Side, backward: bool, around: Callable[[], Any]) -> parity.SideResult:
-    """Call, then backward with the shared cotangents; exceptions become part of the result."""
+def run_side(
+    side: Side, backward: bool, around: Callable[[], Any], *, wait: bool = True
+) -> parity.SideResult:
+    """Call, then backward with the shared cotangents; exceptions become part of the result.
+
+    With `wait`, the side waits for the device at its end (after the backward where one runs),
+    so an error a device raises asynchronously is this side's, and its results are final. The
+    checker's two sides do not wait: their results are read in the order the device computes
+    them, by the comparison, whose host work meanwhile overlaps the device's (a wait after each
+    side, and between a call and its backward, was a third of a 1024-wide transformer check's
+    overhead on an H100); the checker waits once at its end (`device_failure` says what a
+    device that failed on the way means). A side never waits between its call and its
+    backward."""
     __tracebackhide__ = True  # an exception re-raised from here is the user's
     targets = _grad_targets(side.module, side.args, side.kwargs) if backward else {}
     try:
@@ -88,12 +100,13 @@ def run_side(side: Side, backward: bool, around: Callable[[], Any]) -> parity.Si
             if side.cudagraphs:
                 torch.compiler.cudagraph_mark_step_begin()  # type: ignore[no-untyped-call]
             output = side.call(*side.args, **side.kwargs)
-            synchronize()
+            outputs = differentiable_outputs(output) if targets else []
+            if wait and not outputs:  # no backward follows
+                synchronize()
     except Exception as exc:  # the other side must raise the same type; parity decides
         return parity.SideResult(output=None, exception=exc, after={}, grads={})
     grads: dict[str, Any] = {}
-    outputs = differentiable_outputs(output) if backward else []
-    if outputs and targets:
+    if outputs:
         likes = side.cotangent_dtypes or []
         cotangents = [
             _cotangent(o, i, likes[i] if i < len(likes) else None) for i, o in enumerate(outputs)
@@ -103,10 +116,15 @@ def run_side(side: Side, backward: bool, around: Callable[[], Any]) -> parity.Si
                 computed = torch.autograd.grad(
                     outputs, list(targets.values()), cotangents, allow_unused=True
                 )
-                synchronize()
+                if wait:
+                    synchronize()
         except Exception as exc:
             return parity.SideResult(
-                output=output, exception=exc, after={}, grads={}, raised_in_backward=True
+                output=output,
+                exception=exc,
+                after={},
+                grads={},
+                raised_in_backward=True,
             )
         grads = {
             name: None if g is None else g.detach()
@@ -151,6 +169,31 @@ def synchronize() -> None:
     """Wait for queued CUDA work, so results and timings are final before they are read."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
         torch.cuda.synchronize()
+
+
+def device_failure(
+    exc: BaseException, compiled: parity.SideResult | None, context: str
+) -> CompileParityFailure:
+    """The failure to raise where the device failed during a check (an illegal memory access,
+    a failed device-side assert): it can run nothing more in this process, and its error
+    surfaced at whatever call came next, since the sides do not wait for it. It says which side
+    the error came from where that is known (everything before the compiled side had finished,
+    so an error its own calls met is its own), and how to find out where not."""
+    if compiled is not None and isinstance(compiled.exception, torch.AcceleratorError):
+        who = (
+            "The compiled side raised it first (everything the checker ran before it had "
+            f"finished): {compiled.exception}"
+        )
+    else:
+        who = (
+            "A device reports a kernel's error at a later call, so it may have come from either "
+            "side: run the test alone with CUDA_LAUNCH_BLOCKING=1, where each kernel reports "
+            "its own error as it is launched, to see which"
+        )
+    return CompileParityFailure(
+        f"The device failed while the eager and compiled sides ran or were compared ({exc}), "
+        f"and can run nothing more in this process, so no parity was shown. {who}.\n\n{context}"
+    )
 
 
 @contextmanager

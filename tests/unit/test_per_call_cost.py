@@ -86,3 +86,56 @@ def test_leaves_within_the_reduction_noise_floor_cost_no_more_reads(
     assert report.ok and len(report.leaves) == 11
     assert all(leaf.max_rel > 1.3e-6 for leaf in report.leaves if leaf.leaf.startswith("grad"))
     assert len(host_reads) <= 2, host_reads
+
+
+@pytest.mark.parametrize("backward", [True, False], ids=["with backward", "forward only"])
+def test_a_call_waits_for_the_device_once_after_both_sides(
+    monkeypatch: pytest.MonkeyPatch, backward: bool
+) -> None:
+    """A wait inside a side (between its call and its backward, or at its end) kept the host
+    from queueing the next work while the device still ran the last: a call waits once."""
+    from pytest_torchcompile import sides
+
+    waits: list[int] = []
+    monkeypatch.setattr(sides, "synchronize", lambda: waits.append(1))
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    checker = Checker(Settings(backend="aot_eager", backward=backward))
+    with isolated(checker.accountant):
+        checker(model, torch.randn(5, 8))  # cold
+        waits.clear()
+        checker(model, torch.randn(5, 8))
+    assert len(waits) == 1
+
+
+def _dead_device() -> None:
+    raise torch.AcceleratorError("CUDA error: an illegal memory access was encountered")
+
+
+def test_a_device_that_fails_during_a_check_is_a_failure_not_a_verdict(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A device fault surfaces at whatever call comes next and leaves the device unusable: the
+    check fails saying so (never 'both raised alike', never a rejected example, never a
+    traceback from inside the comparison)."""
+    from pytest_torchcompile import sides
+    from pytest_torchcompile.errors import CompileParityFailure
+
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    checker = Checker(Settings(backend="aot_eager"))
+    with isolated(checker.accountant):
+        checker(model, torch.randn(5, 8))  # cold
+        monkeypatch.setattr(sides, "synchronize", _dead_device)
+        with pytest.raises(CompileParityFailure) as failure:
+            checker(model, torch.randn(5, 8))
+    message = str(failure.value)
+    assert "illegal memory access" in message and "no parity was shown" in message
+    assert "CUDA_LAUNCH_BLOCKING=1" in message and "backend=aot_eager" in message
+
+
+def test_a_device_error_the_compiled_side_met_is_named_as_its_own() -> None:
+    from pytest_torchcompile import sides
+
+    raised = torch.AcceleratorError("CUDA error: an illegal memory access")
+    failure = sides.device_failure(raised, SideResult(None, raised, {}, {}), "backend=planted")
+    message = str(failure)
+    assert "The compiled side raised it first" in message and message.endswith("backend=planted")
