@@ -94,7 +94,8 @@ class Call:
 
     def reruns(self, backward: bool) -> dict[str, Callable[[], parity.SideResult]]:
         """The re-runs the rules may ask for (parity.compare's keywords), each from the state
-        before the call: eager again, the float64 reference, and the rounding-noise pair."""
+        before the call: eager again, the float64 reference, and the rounding-noise runs (a
+        sample, its mirror, and the same program without noise)."""
         table = functools.cache(_compat.compiler_decompositions)  # imported only if a leaf needs it
         return {
             "reference": self.rerun(upcast_tree, backward),
@@ -103,6 +104,11 @@ class Call:
                 clone_tree,
                 backward,
                 lambda: RoundingNoise(COTANGENT_SEED, decompositions=table()),
+            ),
+            "mirrored": self.rerun(
+                clone_tree,
+                backward,
+                lambda: RoundingNoise(COTANGENT_SEED, opposite=True, decompositions=table()),
             ),
             "noise_base": self.rerun(
                 clone_tree,

@@ -161,15 +161,17 @@ def compare(
     eager_again: Callable[[], SideResult] | None = None,
     perturbed: Callable[[], SideResult] | None = None,
     noise_base: Callable[[], SideResult] | None = None,
+    mirrored: Callable[[], SideResult] | None = None,
 ) -> ParityReport:
     """Compare the compiled side against eager, leaf by leaf.
 
-    `reference`, `perturbed`, `noise_base` and `eager_again` are expensive re-runs; each is
-    called at most once, and only when some leaf fails the plain tolerance (reference), still
-    fails after the reference (perturbed, and noise_base: the same re-run without the noise, which
-    the noise is measured from; without it, from eager), or fails outright (eager_again).
+    `reference`, `perturbed`, `noise_base`, `mirrored` and `eager_again` are expensive re-runs;
+    each is called at most once, and only when some leaf fails the plain tolerance (reference),
+    still fails after the reference (perturbed, and noise_base: the same re-run without the
+    noise, which the noise is measured from; without it, from eager), still fails after the
+    perturbed re-run (mirrored: its noise moved the other way), or fails outright (eager_again).
     """
-    comparer = _Comparer(options, reference, eager_again, perturbed, noise_base)
+    comparer = _Comparer(options, reference, eager_again, perturbed, noise_base, mirrored)
     note = comparer.exceptions(eager, compiled)
     if eager.exception is None and compiled.exception is None:
         comparer.plain.settle(eager, compiled)
@@ -333,6 +335,7 @@ class _Reruns:
         eager_again: Callable[[], SideResult] | None,
         perturbed: Callable[[], SideResult] | None,
         noise_base: Callable[[], SideResult] | None,
+        mirrored: Callable[[], SideResult] | None = None,
     ) -> None:
         self.options = options
         self.reference = _Rerun(reference)
@@ -342,6 +345,7 @@ class _Reruns:
         self._eager_thunk = eager_again
         self._alerted: bool | None = None
         self.perturbed = _Rerun(perturbed)
+        self.mirrored = _Rerun(mirrored)
         self.noise_base = _Rerun(noise_base)
 
     def nondeterministic_samples(self, name: str, e: Tensor) -> tuple[list[Tensor], str]:
@@ -391,19 +395,28 @@ class _Reruns:
     def judge_by_rounding_noise(
         self, name: str, e: Tensor, c: Tensor, verdict: Scan, at: rules.Boundaries
     ) -> tuple[Scan, list[str]]:
-        """Rule 2 (rules.by_rounding_noise), where both noise re-runs ran."""
-        for rerun in (self.perturbed, self.noise_base):
-            raised = rerun.result().exception if rerun.given else None
-            if raised is not None:
-                return verdict, [
-                    f"  Not judged by eager's rounding noise: it raised {_exc_text(raised)}."
-                ]
-        noisy = self.leaf(self.perturbed, name, e)
-        base = self.leaf(self.noise_base, name, e) if self.noise_base.given else e
-        if noisy is None or base is None:
-            return verdict, []
-        judged = rules.by_rounding_noise(e, c, noisy, base, verdict, at)
-        return judged.verdict, judged.lines
+        """Rule 2 (rules.by_rounding_noise), where the noise re-runs ran: with the perturbed
+        re-run, then, where that does not excuse the leaf, with its mirror (every value moved
+        the other way: one sample can move two values on either side of a kink apart)."""
+        lines: list[str] = []
+        for noisy_run in (self.perturbed, self.mirrored):
+            if not noisy_run.given:
+                continue
+            for rerun in (noisy_run, self.noise_base):
+                raised = rerun.result().exception if rerun.given else None
+                if raised is not None:
+                    why = f"  Not judged by eager's rounding noise: it raised {_exc_text(raised)}."
+                    return verdict, [*lines, why]
+            noisy = self.leaf(noisy_run, name, e)
+            base = self.leaf(self.noise_base, name, e) if self.noise_base.given else e
+            if noisy is None or base is None:
+                return verdict, lines
+            mirrored = noisy_run is self.mirrored
+            judged = rules.by_rounding_noise(e, c, noisy, base, verdict, at, mirrored=mirrored)
+            lines += judged.lines
+            if not judged.verdict.mismatched:
+                return judged.verdict, lines
+        return verdict, lines
 
     @staticmethod
     def leaf(rerun: _Rerun, name: str, e: Tensor) -> Tensor | None:
@@ -505,9 +518,10 @@ class _Comparer:
         eager_again: Callable[[], SideResult] | None,
         perturbed: Callable[[], SideResult] | None = None,
         noise_base: Callable[[], SideResult] | None = None,
+        mirrored: Callable[[], SideResult] | None = None,
     ) -> None:
         self.options = options
-        self.reruns = _Reruns(options, reference, eager_again, perturbed, noise_base)
+        self.reruns = _Reruns(options, reference, eager_again, perturbed, noise_base, mirrored)
         self.plain = _PlainVerdicts(options)
         self.leaves: list[LeafComparison] = []
 

@@ -39,16 +39,19 @@ _SELECTIONS = frozenset(
 )
 
 
-def _moved(t: torch.Tensor, salt: int, terms: float) -> torch.Tensor:
-    """`t` with each element shifted up or down (by a hash of its value) and rounded back to
-    its dtype: by one unit of its own precision, or for a sum of `terms` values per element by
-    sqrt(terms) units of the precision it accumulates in (float32 for float16 and bfloat16), the
-    random-walk error of another summation order, if that is more."""
+def _moved(t: torch.Tensor, salt: int, terms: float, opposite: bool = False) -> torch.Tensor:
+    """`t` with each element shifted up or down (by a hash of its value; the other way where
+    `opposite`) and rounded back to its dtype: by one unit of its own precision, or for a sum of
+    `terms` values per element by sqrt(terms) units of the precision it accumulates in (float32
+    for float16 and bfloat16), the random-walk error of another summation order, if that is
+    more."""
     wide = t.detach().to(torch.float64)
     bits = wide.view(torch.int64)
     mixed = (bits ^ (bits >> 29)) * _MIX[0] + (salt * _MIX[1] & _SALT)
     mixed = (mixed ^ (mixed >> 31)) * _MIX[2]
     sign = ((mixed >> 40) & 1).to(torch.float64) * 2 - 1
+    if opposite:
+        sign = -sign
     accumulates = torch.float64 if t.dtype == torch.float64 else torch.float32
     shift = max(torch.finfo(t.dtype).eps, torch.finfo(accumulates).eps * math.sqrt(terms))
     return (wide * (1 + sign * shift)).to(t.dtype)
@@ -78,7 +81,9 @@ def _floating_tensors(value: Any) -> list[torch.Tensor]:
 class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
     """A dispatch mode under which computed floating results carry rounding-level noise.
 
-    Deterministic for one `seed`. Views, in-place and out= operations are left alone (their
+    Deterministic for one `seed`; `opposite` moves every value the other way (the mirrored
+    sample: one sample may move two values that sit on either side of a kink apart, its mirror
+    then moves them together, across it). Views, in-place and out= operations are left alone (their
     result is an argument), as are results of operations with no floating tensor argument
     (constants are exact) and sparse results. With `noise=False` it only decomposes: the same
     program without the noise, the base the noise is measured from (so that a decomposition's
@@ -90,11 +95,13 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
         seed: int,
         *,
         noise: bool = True,
+        opposite: bool = False,
         decompositions: Mapping[Any, Callable[..., Any]] | None = None,
     ) -> None:
         super().__init__()
         self.seed = seed
         self.noise = noise
+        self.opposite = opposite
         self.decompositions = decompositions or {}
         self.calls = 0
 
@@ -130,7 +137,7 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
                 and value.layout == torch.strided  # sparse values are left as they are
                 and value.numel()
             ):
-                moved = _moved(value, salt, max(1.0, largest / value.numel()))
+                moved = _moved(value, salt, max(1.0, largest / value.numel()), self.opposite)
                 return moved if exact is None else torch.where(exact, value, moved)
             return value
 

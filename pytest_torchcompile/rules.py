@@ -27,7 +27,9 @@ re-run from the call's snapshot reproduces eager's first result (`reproduces`):
    identically) has no boundaries: eager's values are its rounding residue.
 2. `by_rounding_noise`: for ill-conditioned leaves (a result that cancels to ~0, a
    normalisation by a tiny deviation, a kink that rounding turns either way), the leaf passes
-   iff ``rms(compiled - eager) <= SENSITIVITY_SLACK * rms(perturbed - noise_base)``: the compiler
+   iff ``rms(compiled - eager) <= SENSITIVITY_SLACK * rms(perturbed - noise_base)`` for the
+   perturbed re-run or its mirror (every value moved the other way: one sample can move two
+   values on either side of a kink apart, its mirror takes them across): the compiler
    may move the result no further than rounding-level changes move eager (rounding.py makes
    the perturbed and noiseless decomposed re-runs; results that are exact, and the inputs, are
    not moved: no order or precision changes them). Boundary elements where compiled equals the
@@ -279,14 +281,19 @@ def by_rounding_noise(
     base: Tensor,
     verdict: Scan,
     at: Boundaries = Boundaries(),
+    *,
+    mirrored: bool = False,
 ) -> Judgement:
     """Rule 2: compiled may move the leaf no further than rounding noise moves eager: `noisy`
-    is the perturbed decomposed re-run, `base` the same without noise. `verdict` is the verdict
-    so far, kept where the rule does not excuse the leaf. Boundary elements compiled crossed
-    to the float64 reference (`at`) are excused one by one where the noise takes eager across
-    too, and left out of the rms."""
+    is the perturbed decomposed re-run (`mirrored`: the same with every value moved the other
+    way), `base` the same without noise. `verdict` is the verdict so far, kept where the rule
+    does not excuse the leaf. Boundary elements compiled crossed to the float64 reference
+    (`at`) are excused one by one where the noise takes eager across too, and left out of the
+    rms."""
     lines = [
-        "  Judged by eager's rounding noise (eager re-run with every operation's inexact "
+        "  Judged by the same noise moved the other way (every value that moved up moved down):"
+        if mirrored
+        else "  Judged by eager's rounding noise (eager re-run with every operation's inexact "
         "results rounded to a neighbouring value, reductions by sqrt(terms) ulps, fused "
         "operations decomposed):",
     ]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 import torch
 
@@ -134,3 +136,58 @@ def test_operators_without_a_schema_are_left_alone() -> None:
     assert not _compat.computes(torch.ops.aten.add_.Tensor)  # writes its argument
     assert not _compat.computes(torch.ops.aten.view.default)  # a view
     assert _compat.op_name(torch.ops.aten.embedding.default) == "embedding"
+
+
+def test_the_mirrored_sample_moves_every_value_the_other_way() -> None:
+    """One sample may move two equal values of different computations apart (a channel's
+    interior and its mean, sitting on a ReLU's kink after the subtraction); its mirror moves
+    each the other way, so between the two the kink is crossed where rounding can cross it."""
+    x = torch.linspace(-3, 3, 4001, dtype=torch.float64).to(torch.bfloat16)
+    plain = torch.exp(x)
+    with RoundingNoise(0):
+        up = torch.exp(x)
+    with RoundingNoise(0, opposite=True):
+        down = torch.exp(x)
+    moved, mirrored = up.double() - plain.double(), down.double() - plain.double()
+    rounded = moved != 0
+    assert bool((torch.sign(moved[rounded]) == -torch.sign(mirrored[rounded])).all())
+    assert bool((mirrored[~rounded] == 0).all())  # exact results stay in both
+
+
+def test_a_kink_one_sample_leaves_alone_its_mirror_crosses() -> None:
+    """relu(a * w - mean(a * w)) of a constant bfloat16 tensor: eager sits on the kink (the
+    difference is exactly 0), and its gradient is masked. A compiler computing a little wider
+    lands on the other side, which one noise sample or its mirror does too (the two rounded
+    products move apart one way in one, the other way in the other): rounding, excused; a
+    compiler that moves the gradient further is not."""
+    from pytest_torchcompile.parity import CompareOptions, SideResult, compare
+
+    a = torch.full((64,), 0.3, dtype=torch.bfloat16)
+    weight = torch.full((64,), 1.7, dtype=torch.bfloat16)
+    cotangent = torch.randn(64, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+
+    def gradient(mode: RoundingNoise | None) -> torch.Tensor:
+        w = weight.clone().requires_grad_()
+        with mode if mode is not None else contextlib.nullcontext():
+            out = torch.relu(a * w - (a * weight).mean())
+        (grad,) = torch.autograd.grad(out, [w], cotangent)
+        return grad
+
+    def side(grad: torch.Tensor) -> SideResult:
+        return SideResult(None, None, {}, {"grad of input 0": grad})
+
+    eager = gradient(None)
+    first = gradient(RoundingNoise(1))  # seed 1: this sample keeps eager on its side
+    mirror = gradient(RoundingNoise(1, opposite=True))
+    assert torch.equal(eager, torch.zeros_like(eager))  # on the kink: relu'(0) = 0
+    assert torch.equal(first, eager) and not torch.equal(mirror, eager)
+    crossed = a * cotangent  # the kink passed
+    noise = {
+        "perturbed": lambda: side(first),
+        "mirrored": lambda: side(mirror),
+        "noise_base": lambda: side(eager),
+    }
+    report = compare(side(eager), side(crossed), CompareOptions(), **noise)
+    assert report.ok, report.failure_message()
+    wrong = compare(side(eager), side(crossed * 4), CompareOptions(), **noise)
+    assert not wrong.ok and "moved the other way" in wrong.failure_message()
