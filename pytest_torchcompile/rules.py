@@ -115,7 +115,10 @@ class Boundaries:
         rounded = r.detach().reshape(-1).to(e.dtype).to(torch.float64)  # the answer in e's dtype
         finite = e64.isfinite() & c64.isfinite() & r64.isfinite()
         apart = finite & ((c64 - e64).abs() > atol + rtol * e64.abs())
-        whole = apart & (r64 == r64.round())
+        # A whole number is a boundary only where the dtype also holds values between whole
+        # numbers: from 1/eps up (128 in bfloat16, 2**24 in float32) every value is whole.
+        fractional = r64.abs() < 1 / torch.finfo(e.dtype).eps
+        whole = apart & fractional & (r64 == r64.round())
         wrong = whole & (e64 == rounded) & (c64 == c64.round()) & (c64 != rounded)
         crossed = whole & (c64 == rounded) & (e64 != rounded)
         close = (c64 - r64).abs() <= atol + rtol * r64.abs() + slack  # rule 1's excuse

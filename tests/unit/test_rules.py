@@ -154,3 +154,25 @@ def test_only_whole_numbers_of_the_reference_are_boundaries() -> None:
     e, c = torch.tensor([0.0, 1.0]), torch.tensor([0.5, 0.5])
     assert rules.Boundaries.of(e, c, r, *F32, slack=1.0) == rules.Boundaries()
     assert rules.Boundaries().final(scan_leaf(e, e, *F32)).mismatched == 0
+
+
+def test_values_too_large_to_hold_a_fraction_are_no_boundaries() -> None:
+    """From 1/eps of the dtype up every value is a whole number (bfloat16 from 128, float32 from
+    2**24): landing on one there is no floor or threshold. Seen on a bfloat16 SGD step over
+    targets near 1e19 (examples/test_properties.py::test_training_step, CUDA, seed 2): a weight
+    of 3.29e16, eager and float64 a rounding apart, compiled 1.7% off, all whole numbers, was
+    called 'compiled wrong at a boundary' though rule 1 and the noise both excused it."""
+    e = torch.tensor([3.293257227514675e16, 2.0], dtype=torch.bfloat16)
+    c = torch.tensor([3.236962232172544e16, 2.0], dtype=torch.bfloat16)
+    r = torch.tensor([3.293826176907506e16, 2.0], dtype=torch.float64)
+    assert rules.Boundaries.of(e, c, r, 1.6e-2, 1e-5, slack=1e15) == rules.Boundaries()
+    # Below 1/eps a whole number still is one: bfloat16 floor outputs of 3 and 4.
+    small = rules.Boundaries.of(
+        torch.tensor([3.0], dtype=torch.bfloat16),
+        torch.tensor([4.0], dtype=torch.bfloat16),
+        torch.tensor([3.0], dtype=torch.float64),
+        1.6e-2,
+        1e-5,
+        slack=0.0,
+    )
+    assert small.wrong == 1
