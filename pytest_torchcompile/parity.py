@@ -397,7 +397,8 @@ class _Reruns:
     ) -> tuple[Scan, list[str]]:
         """Rule 2 (rules.by_rounding_noise), where the noise re-runs ran: with the perturbed
         re-run, then, where that does not excuse the leaf, with its mirror (every value moved
-        the other way: one sample can move two values on either side of a kink apart)."""
+        the other way: a value on a kink that one sample leaves on one side, the mirror takes
+        to the other)."""
         lines: list[str] = []
         for noisy_run in (self.perturbed, self.mirrored):
             if not noisy_run.given:

@@ -81,9 +81,10 @@ def _floating_tensors(value: Any) -> list[torch.Tensor]:
 class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
     """A dispatch mode under which computed floating results carry rounding-level noise.
 
-    Deterministic for one `seed`; `opposite` moves every value the other way (the mirrored
-    sample: one sample may move two values that sit on either side of a kink apart, its mirror
-    then moves them together, across it). Views, in-place and out= operations are left alone (their
+    Deterministic for one `seed`; `opposite` moves every value the other way: the mirrored
+    sample. Where a difference of two rounded values sits exactly on a kink (a channel's
+    interior minus its mean, 0 in bfloat16), one sample may leave it on one side; its mirror
+    then takes it to the other. Views, in-place and out= operations are left alone (their
     result is an argument), as are results of operations with no floating tensor argument
     (constants are exact) and sparse results. With `noise=False` it only decomposes: the same
     program without the noise, the base the noise is measured from (so that a decomposition's

@@ -28,8 +28,8 @@ re-run from the call's snapshot reproduces eager's first result (`reproduces`):
 2. `by_rounding_noise`: for ill-conditioned leaves (a result that cancels to ~0, a
    normalisation by a tiny deviation, a kink that rounding turns either way), the leaf passes
    iff ``rms(compiled - eager) <= SENSITIVITY_SLACK * rms(perturbed - noise_base)`` for the
-   perturbed re-run or its mirror (every value moved the other way: one sample can move two
-   values on either side of a kink apart, its mirror takes them across): the compiler
+   perturbed re-run or its mirror (every value moved the other way: a value on a kink that one
+   sample leaves on one side, the mirror takes to the other): the compiler
    may move the result no further than rounding-level changes move eager (rounding.py makes
    the perturbed and noiseless decomposed re-runs; results that are exact, and the inputs, are
    not moved: no order or precision changes them). Boundary elements where compiled equals the
