@@ -139,9 +139,9 @@ def test_operators_without_a_schema_are_left_alone() -> None:
 
 
 def test_the_mirrored_sample_moves_every_value_the_other_way() -> None:
-    """One sample may move two equal values of different computations apart (a channel's
-    interior and its mean, sitting on a ReLU's kink after the subtraction); its mirror moves
-    each the other way, so between the two the kink is crossed where rounding can cross it."""
+    """The mirror moves every rounded value the other way and leaves exact ones alone, so a
+    difference one sample leaves on one side of a kink (a channel's interior minus its mean),
+    the other takes across, where rounding can."""
     x = torch.linspace(-3, 3, 4001, dtype=torch.float64).to(torch.bfloat16)
     plain = torch.exp(x)
     with RoundingNoise(0):
