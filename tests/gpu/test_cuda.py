@@ -171,42 +171,29 @@ def test_xdist_workers_each_take_their_own_gpu(pytester):
     swapped.stdout.fnmatch_lines(["*GPUs per worker: gw0 -> cuda:1 (*), gw1 -> cuda:0 (*)"])
 
 
-def _float16_sums(device: str, wrong: bool) -> tuple[object, ...]:
-    """Eager rounding to float16 after every addition, 'compiled' summing in float32 once (and
-    off by 0.25 at one row where `wrong`), and the float64 sums: as SideResults on `device`."""
-    from pytest_torchcompile.parity import SideResult
-
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randn(16, 64, generator=gen).half()
-    eager = torch.zeros(16, dtype=torch.half)
-    for i in range(64):
-        eager = eager + x[:, i]
-    compiled = x.float().sum(-1).half()
-    if wrong:
-        compiled[7] += 0.25
-
-    def side(t: torch.Tensor) -> SideResult:
-        return SideResult(t.to(device), None, {}, {})
-
-    return side(eager), side(compiled), side(x.double().sum(-1)), side(eager)
-
-
 @pytest.mark.parametrize("wrong", [False, True], ids=["rounding", "planted error"])
 def test_a_small_leaf_the_rules_judge_gets_the_same_verdict_and_message_on_cuda(wrong):
     """A small leaf outside the plain tolerance is judged on the CPU (its few dozen float64 ops
     cost a launch and a sync each on the GPU): the report is the one the CPU gives."""
-    from pytest_torchcompile.parity import CompareOptions, compare
+    from pytest_torchcompile.parity import CompareOptions, SideResult, compare
+    from tests.unit.test_parity import float16_sums
 
+    eager, compiled, exact = float16_sums()
+    if wrong:
+        compiled[7] += 0.25
     reports = []
     for device in ("cpu", "cuda"):
-        eager, compiled, exact, again = _float16_sums(device, wrong)
+
+        def side(t: torch.Tensor, device: str = device) -> SideResult:
+            return SideResult(t.to(device), None, {}, {})
+
         reports.append(
             compare(
-                eager,
-                compiled,
+                side(eager),
+                side(compiled),
                 CompareOptions(),
-                reference=lambda exact=exact: exact,
-                eager_again=lambda again=again: again,
+                reference=lambda: side(exact),
+                eager_again=lambda: side(eager),
             )
         )
     on_cpu, on_cuda = reports
