@@ -120,11 +120,7 @@ def run_side(
                     synchronize()
         except Exception as exc:
             return parity.SideResult(
-                output=output,
-                exception=exc,
-                after={},
-                grads={},
-                raised_in_backward=True,
+                output=output, exception=exc, after={}, grads={}, raised_in_backward=True
             )
         grads = {
             name: None if g is None else g.detach()
