@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import _compat, faults, parity, pystate, randomness
+from pytest_torchcompile import _compat, faults, pystate, randomness
 from pytest_torchcompile.compiled import CompiledSide
 from pytest_torchcompile.rounding import RoundingNoise
 from pytest_torchcompile.settings import Settings
@@ -25,6 +25,7 @@ from pytest_torchcompile.sides import (
     COTANGENT_SEED,
     RngState,
     Side,
+    SideResult,
     differentiable_outputs,
     nothing,
     run_side,
@@ -53,9 +54,9 @@ class Call:
 
     fn: Callable[..., Any]
     snapshot_of: tuple[torch.nn.Module | None, tuple[Any, ...], dict[str, Any]]
-    eager: parity.SideResult
-    compiled: parity.SideResult
-    as_user: parity.SideResult | None  # compiled as the user compiles, where it draws random
+    eager: SideResult
+    compiled: SideResult
+    as_user: SideResult | None  # compiled as the user compiles, where it draws random
     pristine: StateBefore
     lacking: list[str]  # state eager changed whose earlier value is not kept: no re-run
     rng: RngState
@@ -67,12 +68,12 @@ class Call:
         copier: Callable[[Any, dict[int, Any]], Any],
         backward: bool,
         around: Callable[[], Any] = nothing,
-    ) -> Callable[[], parity.SideResult]:
+    ) -> Callable[[], SideResult]:
         """A thunk running eager again on a fresh copy of the call as it was (made by `copier`:
         clone_tree, upcast_tree...), from the same RNG and containers, leaving the caller's
         RNG and containers as eager left them."""
 
-        def run() -> parity.SideResult:
+        def run() -> SideResult:
             if self.lacking:
                 raise Unfaithful(
                     f"eager changed {', '.join(self.lacking)} in place where the compiled run "
@@ -92,7 +93,7 @@ class Call:
 
         return run
 
-    def reruns(self, backward: bool) -> dict[str, Callable[[], parity.SideResult]]:
+    def reruns(self, backward: bool) -> dict[str, Callable[[], SideResult]]:
         """The re-runs the rules may ask for (parity.compare's keywords), each from the state
         before the call: eager again, the float64 reference, and the rounding-noise runs (a
         sample, its mirror, and the same program without noise)."""
@@ -118,7 +119,7 @@ class Call:
         }
 
 
-def _recompile_limit_hit(result: parity.SideResult) -> bool:
+def _recompile_limit_hit(result: SideResult) -> bool:
     return result.exception is not None and _compat.is_recompile_limit_error(result.exception)
 
 
@@ -161,7 +162,7 @@ class CallRunner:
         shared = self._shared_containers(fn)
         before = shared.snapshot()
 
-        def compiled_again() -> tuple[parity.SideResult, bool, Copies]:
+        def compiled_again() -> tuple[SideResult, bool, Copies]:
             rng.restore()
             shared.restore(before)
             return self.compiled.run(fn, args, kwargs, watch)

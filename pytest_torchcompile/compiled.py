@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import _compat, parity, randomness
+from pytest_torchcompile import _compat, randomness
 from pytest_torchcompile.accounting import Accountant
 from pytest_torchcompile.exported import Exported
 from pytest_torchcompile.marks import mark_inputs
 from pytest_torchcompile.settings import EXPORT_PATHS, Settings, load_backend_callable
-from pytest_torchcompile.sides import Side, nothing, run_side, state_left
+from pytest_torchcompile.sides import Side, SideResult, nothing, run_side, state_left
 from pytest_torchcompile.snapshot import (
     Copies,
     Restructured,
@@ -172,7 +172,7 @@ class CompiledSide:
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any],
         watch: Watch,
-    ) -> tuple[parity.SideResult, bool, Copies]:
+    ) -> tuple[SideResult, bool, Copies]:
         """The compiled side, on copies of the caller's inputs and modules (left untouched);
         whether it changed (or created) a plain attribute or a state entry of theirs; and the
         copies, which show the tensors it changed. `watch` is the caller's state before the
@@ -241,7 +241,7 @@ class CompiledSide:
 
     def run_as_user(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
-    ) -> parity.SideResult | None:
+    ) -> SideResult | None:
         """The call compiled as the user compiles it (no fallback_random), on its own copies and
         compile cache, uncounted: judged on what random draws cannot change. None when Dynamo
         refused it for its recompile limit (that compile cache is the checker's, not the

@@ -39,6 +39,8 @@ from pytest_torchcompile.closeness import (
     value_lines,
 )
 from pytest_torchcompile.errors import ParityError
+from pytest_torchcompile.sides import SideResult
+from pytest_torchcompile.snapshot import Unfaithful
 
 # torch.testing.assert_close's default (rtol, atol) per dtype, copied from
 # torch/testing/_comparison.py (torch 2.11 to 2.13) because its accessor is private.
@@ -53,21 +55,6 @@ _DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.complex128: (1e-7, 1e-7),
 }
 _EXCEPTION_TEXT_LIMIT = 2000
-
-
-class RerunUnavailable(Exception):
-    """A re-run could not be built faithfully; it says nothing about eager or the compiler."""
-
-
-@dataclass
-class SideResult:
-    """What one side (eager, compiled, or the float64 reference) produced in one checker call."""
-
-    output: Any  # returned pytree; None when the call raised
-    exception: BaseException | None  # what the call raised, if anything
-    after: dict[str, Any]  # named state after the call, ordered; keys are display names
-    grads: dict[str, Any]  # "grad of input 0" -> Tensor or None
-    raised_in_backward: bool = False  # the exception came from the backward, not the call
 
 
 @dataclass(frozen=True)
@@ -447,7 +434,7 @@ class _Reruns:
     def nondeterminism(self, name: str, eager_value: Any, section: str) -> str:
         """A note when a plain eager re-run does not reproduce the first at this leaf, else ""."""
         again = self.eager_again.result()
-        if isinstance(again.exception, RerunUnavailable):
+        if isinstance(again.exception, Unfaithful):
             return ""  # no faithful re-run: nothing is known about eager's determinism
         if section == "exception":
             if type(again.exception) is type(eager_value):
@@ -497,7 +484,7 @@ class _Reruns:
         if not self.eager_again.given:
             return ""
         again = self.eager_again.result()
-        if isinstance(again.exception, RerunUnavailable):
+        if isinstance(again.exception, Unfaithful):
             return f"no faithful re-run: {again.exception}"
         if again.exception is not None:
             return f"a second eager run raised {_exc_text(again.exception)}"

@@ -1,7 +1,7 @@
 """Running one side of a check: the call, its backward with shared cotangents, the RNG state.
 
 Each side (eager, compiled, or a re-run) is a callable with its own module and inputs; running it
-returns a `parity.SideResult` holding its outputs, the state it left and its gradients, with any
+returns a `SideResult` holding its outputs, the state it left and its gradients, with any
 exception it raised kept as part of the result, for parity to judge.
 """
 
@@ -14,11 +14,22 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import parity, pystate, trees
+from pytest_torchcompile import pystate, trees
 from pytest_torchcompile.errors import CompileParityFailure
 from pytest_torchcompile.snapshot import named_inputs, rebuild_tuple, state_after
 
 COTANGENT_SEED = 20240613  # fixed, so eager and compiled backward get the same cotangents
+
+
+@dataclass
+class SideResult:
+    """What one side (eager, compiled, a re-run or the control) produced in one checker call."""
+
+    output: Any  # returned pytree; None when the call raised
+    exception: BaseException | None  # what the call raised, if anything
+    after: dict[str, Any]  # named state after the call, ordered; keys are display names
+    grads: dict[str, Any]  # "grad of input 0" -> Tensor or None
+    raised_in_backward: bool = False  # the exception came from the backward, not the call
 
 
 def _grad_targets(
@@ -82,7 +93,7 @@ class Side:
 
 def run_side(
     side: Side, backward: bool, around: Callable[[], Any], *, wait: bool = True
-) -> parity.SideResult:
+) -> SideResult:
     """Call, then backward with the shared cotangents; exceptions become part of the result.
 
     With `wait`, the side waits for the device at its end (after the backward where one runs),
@@ -104,7 +115,7 @@ def run_side(
             if wait and not outputs:  # no backward follows
                 synchronize()
     except Exception as exc:  # the other side must raise the same type; parity decides
-        return parity.SideResult(output=None, exception=exc, after={}, grads={})
+        return SideResult(output=None, exception=exc, after={}, grads={})
     grads: dict[str, Any] = {}
     if outputs:
         likes = side.cotangent_dtypes or []
@@ -119,7 +130,7 @@ def run_side(
                 if wait:
                     synchronize()
         except Exception as exc:
-            return parity.SideResult(
+            return SideResult(
                 output=output, exception=exc, after={}, grads={}, raised_in_backward=True
             )
         grads = {
@@ -128,7 +139,7 @@ def run_side(
         }
         if side.cudagraphs:  # a backward graph's outputs too, before another compile replays
             grads = _owned(grads)
-    return parity.SideResult(
+    return SideResult(
         output=_owned(output) if side.cudagraphs else output,
         exception=None,
         after=state_after(side.module, side.args, side.kwargs),
@@ -136,14 +147,14 @@ def run_side(
     )
 
 
-def state_left(result: parity.SideResult, side: Side) -> dict[str, Any]:
+def state_left(result: SideResult, side: Side) -> dict[str, Any]:
     """`state_after` of a side that has run (walked again only where it raised)."""
     if result.exception is None:
         return result.after
     return state_after(side.module, side.args, side.kwargs)
 
 
-def with_containers(result: parity.SideResult, shared: pystate.SharedContainers) -> None:
+def with_containers(result: SideResult, shared: pystate.SharedContainers) -> None:
     """Add the shared containers as the side left them to what it changed."""
     if result.exception is None:
         result.after.update(shared.state())
@@ -168,7 +179,7 @@ def synchronize() -> None:
 
 
 def device_failure(
-    exc: BaseException, compiled: parity.SideResult | None, context: str
+    exc: BaseException, compiled: SideResult | None, context: str
 ) -> CompileParityFailure:
     """The failure to raise where the device failed during a check (an illegal memory access,
     a failed device-side assert): it can run nothing more in this process, and its error

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import _compat, parity, pystate
+from pytest_torchcompile import _compat, pystate
 from pytest_torchcompile.errors import UncopyableInputError
 
 _UPCAST = {
@@ -119,8 +119,9 @@ def _children_of(value: Any) -> list[tuple[str, Any]] | None:
     return None
 
 
-class Unfaithful(parity.RerunUnavailable):
-    """A re-run could not rebuild the call exactly, so the rule that needed it is not applied."""
+class Unfaithful(Exception):
+    """A re-run could not rebuild the call exactly, so the rule that needed it is not applied;
+    it says nothing about eager or the compiler."""
 
 
 def upcast_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:

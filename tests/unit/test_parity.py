@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 from pytest_torchcompile import closeness, parity, rules
 from pytest_torchcompile import strategies as tcst
 from pytest_torchcompile.errors import ParityError
-from pytest_torchcompile.parity import CompareOptions, ParityReport, SideResult, compare
+from pytest_torchcompile.parity import CompareOptions, ParityReport, compare
+from pytest_torchcompile.sides import SideResult
+from pytest_torchcompile.snapshot import Unfaithful
 
 CONTEXT = "backend=inductor mode=default dynamic=auto fullgraph=False device=cpu"
 OPTIONS = CompareOptions(context=CONTEXT)
@@ -1055,7 +1057,7 @@ def test_a_rerun_that_cannot_be_built_is_no_evidence_of_nondeterminism() -> None
     # A training step that crashed only when compiled: eager changed the parameters in place
     # where compiled did not, so no faithful re-run exists. That says nothing about eager.
     def unavailable() -> SideResult:
-        raise parity.RerunUnavailable("eager changed parameter 'w' in place")
+        raise Unfaithful("eager changed parameter 'w' in place")
 
     message = fails(
         r"exception: eager returned normally",

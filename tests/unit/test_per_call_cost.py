@@ -10,9 +10,10 @@ import torch
 from torch import nn
 
 from pytest_torchcompile import parity
-from pytest_torchcompile.parity import CompareOptions, SideResult, compare
+from pytest_torchcompile.parity import CompareOptions, compare
 from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.settings import Settings
+from pytest_torchcompile.sides import SideResult
 
 
 @pytest.fixture

@@ -11,8 +11,8 @@ from torch.testing._internal.two_tensor import TwoTensor
 from torch.utils import _pytree
 
 from pytest_torchcompile import parity
-from pytest_torchcompile.parity import CompareOptions, SideResult
-from pytest_torchcompile.sides import differentiable_outputs
+from pytest_torchcompile.parity import CompareOptions
+from pytest_torchcompile.sides import SideResult, differentiable_outputs
 from pytest_torchcompile.trees import children, comparable
 
 
