@@ -62,18 +62,16 @@ class Call:
     rng: RngState
     shared: pystate.SharedContainers
     before: dict[str, Any]  # the shared containers before the call
+    side: CompiledSide  # the compiled side's path, which the control takes with no compiler
 
-    def rerun(
-        self,
-        copier: Callable[[Any, dict[int, Any]], Any],
-        backward: bool,
-        around: Callable[[], Any] = nothing,
+    def from_before(
+        self, copier: Callable[[Any, dict[int, Any]], Any], run: Callable[..., SideResult]
     ) -> Callable[[], SideResult]:
-        """A thunk running eager again on a fresh copy of the call as it was (made by `copier`:
-        clone_tree, upcast_tree...), from the same RNG and containers, leaving the caller's
-        RNG and containers as eager left them."""
+        """A thunk calling `run(module, args, kwargs)` on a fresh copy of the call as it was
+        (made by `copier`: clone_tree, upcast_tree...), from the same RNG and containers,
+        leaving the caller's RNG and containers as eager left them."""
 
-        def run() -> SideResult:
+        def from_the_snapshot() -> SideResult:
             if self.lacking:
                 raise Unfaithful(
                     f"eager changed {', '.join(self.lacking)} in place where the compiled run "
@@ -84,19 +82,46 @@ class Call:
             self.rng.restore()
             self.shared.restore(self.before)
             try:
-                likes = [o.dtype for o in differentiable_outputs(self.eager.output)]
-                side = Side(module if module is not None else self.fn, module, args, kwargs, likes)
-                return run_side(side, backward, around)
+                return run(module, args, kwargs)
             finally:
                 after_eager.restore()
                 self.shared.restore(left_by_eager)
 
-        return run
+        return from_the_snapshot
+
+    def rerun(
+        self,
+        copier: Callable[[Any, dict[int, Any]], Any],
+        backward: bool,
+        around: Callable[[], Any] = nothing,
+    ) -> Callable[[], SideResult]:
+        """A thunk running eager again on a fresh copy of the call as it was (`from_before`)."""
+
+        def eager_again(
+            module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> SideResult:
+            likes = [o.dtype for o in differentiable_outputs(self.eager.output)]
+            side = Side(module if module is not None else self.fn, module, args, kwargs, likes)
+            return run_side(side, backward, around)
+
+        return self.from_before(copier, eager_again)
+
+    def control(self) -> Callable[[], SideResult]:
+        """A thunk running the control: the call, from a fresh copy of it as it was, through
+        the compiled side's own path (its copies, marks and runner) with no compiler. Where the
+        control differs from eager too, a difference is the checker's own."""
+
+        def uncompiled(
+            module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+        ) -> SideResult:
+            return self.side.run_control(self.fn, module, args, kwargs)
+
+        return self.from_before(clone_tree, uncompiled)
 
     def reruns(self, backward: bool) -> dict[str, Callable[[], SideResult]]:
         """The re-runs the rules may ask for (parity.compare's keywords), each from the state
-        before the call: eager again, the float64 reference, and the rounding-noise runs (a
-        sample, its mirror, and the same program without noise)."""
+        before the call: eager again, the float64 reference, the rounding-noise runs (a
+        sample, its mirror, and the same program without noise) and the control."""
         table = functools.cache(_compat.compiler_decompositions)  # imported only if a leaf needs it
         return {
             "reference": self.rerun(upcast_tree, backward),
@@ -116,6 +141,7 @@ class Call:
                 backward,
                 lambda: RoundingNoise(COTANGENT_SEED, noise=False, decompositions=table()),
             ),
+            "control": self.control(),
         }
 
 
@@ -197,7 +223,17 @@ class CallRunner:
         lacking = pristine.lacks(watch, state_left(eager, eager_side))
         with_containers(eager, shared)
         return Call(
-            fn, snapshot_of, eager, compiled, as_user, pristine, lacking, rng, shared, before
+            fn,
+            snapshot_of,
+            eager,
+            compiled,
+            as_user,
+            pristine,
+            lacking,
+            rng,
+            shared,
+            before,
+            self.compiled,
         )
 
     def _shared_containers(self, fn: Callable[..., Any]) -> pystate.SharedContainers:

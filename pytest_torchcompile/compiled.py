@@ -13,7 +13,7 @@ import functools
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import torch
 
@@ -21,7 +21,12 @@ from pytest_torchcompile import _compat, randomness
 from pytest_torchcompile.accounting import Accountant
 from pytest_torchcompile.exported import Exported
 from pytest_torchcompile.marks import mark_inputs
-from pytest_torchcompile.settings import EXPORT_PATHS, Settings, load_backend_callable
+from pytest_torchcompile.settings import (
+    CONTROL_BACKEND,
+    EXPORT_PATHS,
+    Settings,
+    load_backend_callable,
+)
 from pytest_torchcompile.sides import Side, SideResult, nothing, run_side, state_left
 from pytest_torchcompile.snapshot import (
     Copies,
@@ -32,6 +37,15 @@ from pytest_torchcompile.snapshot import (
     sync_module,
     tensor_pairs,
 )
+
+
+class _Draws(Protocol):
+    drew: bool  # a graph compiled since this was last set to False draws random numbers
+
+
+@dataclass
+class _Uncompiled:
+    drew: bool = False
 
 
 @dataclass
@@ -64,6 +78,7 @@ class CompiledSide:
         self._module_copies: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
         self._backend: Any = None
         self._random_aware: randomness.RandomAwareBackend | None = None
+        self._copied_afresh = False  # the latest run copied a module afresh (else synced one)
 
     def forget(self) -> None:
         """Drop every compiled function and module copy (after Dynamo's cache was reset, and
@@ -110,6 +125,7 @@ class CompiledSide:
                 pass
         copied = clone_tree(module)
         self._module_copies[id(module)] = (module, copied)
+        self._copied_afresh = True
         return copied, True
 
     def _copies_of_modules(self, tree: Any) -> dict[int, Any]:
@@ -137,7 +153,10 @@ class CompiledSide:
 
     def _compile(self, target: Callable[..., Any], *, as_user: bool) -> Callable[..., Any]:
         """`target` compiled by torch.compile with the counted backend (as the user compiles it:
-        the user's, uncounted), or exported, on an export path."""
+        the user's, uncounted), or exported, on an export path; `target` itself under the
+        control backend, which compiles nothing."""
+        if self.settings.backend == CONTROL_BACKEND:
+            return target
         if self.settings.backend in EXPORT_PATHS:
             accountant = None if as_user else self.accountant
             return Exported(target, self.settings.backend, accountant, fallback_random=not as_user)
@@ -148,10 +167,13 @@ class CompiledSide:
             dynamic=self.settings.torch_dynamic,
         )
 
-    def _draws(self, entry: Compiled) -> randomness.RandomAwareBackend | Exported:
-        """What notes whether compiling `entry` made a graph that draws random numbers."""
+    def _draws(self, entry: Compiled) -> _Draws:
+        """What notes whether compiling `entry` made a graph that draws random numbers (nothing
+        does under the control backend: nothing is compiled)."""
         if isinstance(entry.compiled, Exported):
             return entry.compiled
+        if self.settings.backend == CONTROL_BACKEND:
+            return _Uncompiled()
         self._backend_object()
         assert self._random_aware is not None  # made with the backend
         return self._random_aware
@@ -177,6 +199,7 @@ class CompiledSide:
         whether it changed (or created) a plain attribute or a state entry of theirs; and the
         copies, which show the tensors it changed. `watch` is the caller's state before the
         call, which the copies start from."""
+        self._copied_afresh = False
         entry = self._compiled_for(fn)
         memo = self._copies_of_modules((args, dict(kwargs)))
         # Shaped as (module, args, kwargs), so an uncopyable input is named as the input it is.
@@ -196,6 +219,33 @@ class CompiledSide:
         now = state_left(result, side)
         return result, bool(watch.attributes_changed(now) or copies.rebound(now)), copies
 
+    def run_control(
+        self,
+        fn: Callable[..., Any],
+        module: torch.nn.Module | None,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> SideResult:
+        """The control: a call through this side's own path with no compiler, from `module`,
+        `args` and `kwargs` (a fresh copy of the call as it was; `module` is `fn`'s, where
+        `fn` is a module). Its modules are copied as the latest run's were (afresh, or a copy
+        synced from the call's), its inputs cloned into them and marked, and it runs as the
+        compiled side does, uncounted. Where it differs from eager, so would any compiler."""
+        memo: dict[int, Any] = {}
+        for original in [module, *leaves((args, kwargs))]:
+            if isinstance(original, torch.nn.Module) and id(original) not in memo:
+                copied = clone_tree(original)
+                if not self._copied_afresh:
+                    sync_module(original, copied)
+                memo[id(original)] = copied
+                memo.update(tensor_pairs(original, copied))
+        _, control_args, control_kwargs = clone_tree((None, args, kwargs), memo)
+        mark_inputs((control_args, control_kwargs), self.settings.dim_marks, (args, kwargs))
+        module_copy = memo.get(id(module)) if module is not None else None
+        target = module_copy if module_copy is not None else fn
+        side = Side(target, module_copy, control_args, control_kwargs)
+        return run_side(side, self.settings.compares_backward, nothing)
+
     def _side(
         self,
         compiled: Callable[..., Any],
@@ -213,8 +263,9 @@ class CompiledSide:
         setting (graphs that draw none are unaffected by it)."""
         drawing = entry.draws_random or self._draws(entry).drew
         observed = (
-            nullcontext()  # no Dynamo to observe: each export is counted as it is made
-            if isinstance(entry.compiled, Exported)
+            nullcontext()  # no Dynamo to observe: each export is counted as it is made, and
+            if isinstance(entry.compiled, Exported)  # the control backend compiles nothing
+            or self.settings.backend == CONTROL_BACKEND
             else self.accountant.observe(
                 module=entry.module_copy, cudagraphs=self.settings.uses_cudagraphs
             )

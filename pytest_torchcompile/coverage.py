@@ -5,6 +5,8 @@ the JSON report's `coverage` object. A class is
 
 * diverged: a call of it diverged;
 * checked: a call of it was cross-checked;
+* checked partly: its calls were cross-checked, but some leaves of each could not be judged (the
+  control run differed from eager there too, or a value the checker cannot compare);
 * inside checked: no call of its own was checked, but an instance was part of a checked call;
 * skipped: it was called, and every call was skipped (the reasons say why);
 * never reached: it was constructed, and no check called it or held it.
@@ -18,7 +20,7 @@ from typing import Any
 
 from pytest_torchcompile.records import CoverageRecord
 
-STATUSES = ("diverged", "checked", "inside checked", "skipped", "never reached")
+STATUSES = ("diverged", "checked", "checked partly", "inside checked", "skipped", "never reached")
 _MAX_LISTED = 20
 
 
@@ -28,6 +30,7 @@ class ClassCoverage:
 
     name: str
     checked: int = 0  # calls
+    partly: int = 0  # calls checked with leaves not judged
     diverged: int = 0  # calls
     skipped: dict[str, int] = field(default_factory=dict)  # reason -> calls
     inside_checked: bool = False
@@ -39,6 +42,8 @@ class ClassCoverage:
             return "diverged"
         if self.checked:
             return "checked"
+        if self.partly:
+            return "checked partly"
         if self.inside_checked:
             return "inside checked"
         return "skipped" if self.skipped else "never reached"
@@ -67,6 +72,8 @@ def classes(records: Iterable[CoverageRecord]) -> dict[str, ClassCoverage]:
                 entry.skipped[call["reason"]] = entry.skipped.get(call["reason"], 0) + call["calls"]
             elif call["outcome"] == "diverged":
                 entry.diverged += call["calls"]
+            elif call["outcome"] == "checked partly":
+                entry.partly += call["calls"]
             else:
                 entry.checked += call["calls"]
     return found
@@ -97,11 +104,11 @@ def summary_lines(records: Iterable[CoverageRecord]) -> list[str]:
         cells = "  ".join(f"{row[status]:>{len(status)}}" for status in STATUSES)
         lines.append(f"  {name:<{width}}  {cells}")
     for name, row in table.items():
-        if row["checked"] + row["diverged"] + row["inside checked"] == 0:
+        if row["checked"] + row["checked partly"] + row["diverged"] + row["inside checked"] == 0:
             lines.append(
                 f"{name}: none of its {sum(row.values())} module classes was cross-checked"
             )
-    for status in ("skipped", "never reached"):
+    for status in ("checked partly", "skipped", "never reached"):
         listed = sorted((e for e in found.values() if e.status == status), key=lambda e: e.name)
         if listed:
             lines.append(f"{status} classes ({len(listed)}):")
@@ -119,6 +126,7 @@ def json_coverage(records: Iterable[CoverageRecord]) -> dict[str, Any]:
             name: {
                 "status": entry.status,
                 "checked_calls": entry.checked,
+                "partly_calls": entry.partly,
                 "diverged_calls": entry.diverged,
                 "skipped_calls": dict(sorted(entry.skipped.items())),
                 "tests": len(entry.tests),
@@ -133,6 +141,8 @@ def _why(entry: ClassCoverage) -> str:
     tests = f"{len(entry.tests)} test(s)"
     if entry.status == "never reached":
         return f"{entry.name} (constructed in {tests}; no check called it or held it)"
+    if entry.status == "checked partly":
+        return f"{entry.name}: {entry.partly} call(s) with leaves the checker could not judge"
     reasons = sorted(entry.skipped.items(), key=lambda item: (-item[1], item[0]))
     return f"{entry.name}: " + "; ".join(f"{n} call(s) {reason}" for reason, n in reasons)
 

@@ -28,6 +28,7 @@ import torch
 
 from pytest_torchcompile.callsites import CallSites, Constructions, qualified_name
 from pytest_torchcompile.errors import CompileParityFailure, ParityError, RecompileLimitExceeded
+from pytest_torchcompile.judges import Verdict
 from pytest_torchcompile.pystate import SharedContainers
 from pytest_torchcompile.recorder import Recorder
 from pytest_torchcompile.records import ModuleCallRecord
@@ -208,7 +209,7 @@ class Interceptor:
             self._count(name, "skipped", unseen)
         else:
             self._checked.add(signature)
-            self._count(name, "checked", "")
+            self._count(name, *self._how_checked())
             self.inside_checked |= {
                 qualified_name(type(inner)) for inner in stand_in.modules() if inner is not stand_in
             }
@@ -231,9 +232,21 @@ class Interceptor:
         if report is None:
             return ""
         output = [leaf for leaf in report.leaves if leaf.leaf.startswith("output")]
-        if output and all(not leaf.compared for leaf in output):
+        if output and all(not leaf.judged for leaf in output):
             return output[0].note.split(" (", 1)[0]  # "output: cannot compare a <type>"
         return ""
+
+    def _how_checked(self) -> tuple[str, str]:
+        """("checked", "") or, where some leaves could not be judged, ("checked partly", which
+        and why, in short)."""
+        report = self.checker.last_report
+        unjudged = report.having(Verdict.NOT_JUDGED) if report is not None else []
+        if not unjudged:
+            return "checked", ""
+        rules = sorted({leaf.rule for leaf in unjudged})
+        names = ", ".join(leaf.leaf for leaf in unjudged[:3])
+        more = f" and {len(unjudged) - 3} more" if len(unjudged) > 3 else ""
+        return "checked partly", f"not judged ({', '.join(rules)}): {names}{more}"
 
     def _count(self, module: str, outcome: str, reason: str) -> None:
         key = (module, outcome, reason)

@@ -13,6 +13,7 @@ needs (the float64 reference, eager's rounding noise, eager again), lazily and a
 from __future__ import annotations
 
 import dataclasses
+import functools
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -21,9 +22,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pytest_torchcompile import _compat, rules, trees
+from pytest_torchcompile import _compat, judges, rules, trees
 from pytest_torchcompile.closeness import (
-    Scan,
     Settled,
     dense,
     distance,
@@ -35,10 +35,10 @@ from pytest_torchcompile.closeness import (
     plainly_close_all,
     reads_wait,
     same_nonfinite,
-    scan_leaf,
     value_lines,
 )
-from pytest_torchcompile.errors import ParityError
+from pytest_torchcompile.errors import ParityError, UncopyableInputError
+from pytest_torchcompile.judges import Noise, Reproduction, Verdict
 from pytest_torchcompile.sides import SideResult
 from pytest_torchcompile.snapshot import Unfaithful
 
@@ -91,13 +91,23 @@ class LeafComparison:
     """The verdict on one compared leaf, with its largest differences kept even when it passed."""
 
     leaf: str  # "output[1]['logits']", "grad of parameter 'W_q.weight'", ...
-    ok: bool
-    max_abs: float  # greatest |compiled - eager| over finite elements (0.0 for non-tensors)
-    max_rel: float  # greatest |compiled - eager| / |eager| over finite, nonzero eager elements
-    message: str  # empty when ok; otherwise the full explanation, context line included
+    verdict: Verdict
+    max_abs: float = 0.0  # greatest |compiled - eager| over finite elements (0.0 for non-tensors)
+    max_rel: float = 0.0  # greatest |compiled - eager| / |eager| over finite, nonzero eager ones
+    message: str = ""  # FAILED: the full explanation, context line included
+    note: str = ""  # EXCUSED and NOT_JUDGED: the rule it rested on and its evidence
+    rule: str = ""  # the judge that reached the verdict
     nondeterministic: bool = False  # two eager runs already disagree at this leaf
-    note: str = ""  # what a passing leaf's verdict rested on that the reader should know
-    compared: bool = True  # False: a leaf of a type the checker cannot compare (see `note`)
+
+    @property
+    def ok(self) -> bool:
+        """It does not fail the test (passed, excused, or not judged)."""
+        return self.verdict is not Verdict.FAILED
+
+    @property
+    def judged(self) -> bool:
+        """False where the checker could not judge it: its note says why ("checked partly")."""
+        return self.verdict is not Verdict.NOT_JUDGED
 
 
 @dataclass
@@ -114,13 +124,16 @@ class ParityReport:
 
     @property
     def notes(self) -> list[str]:
+        """What the excused and unjudged leaves rested on, each naming its rule."""
         return [leaf.note for leaf in self.leaves if leaf.note]
+
+    def having(self, verdict: Verdict) -> list[LeafComparison]:
+        return [leaf for leaf in self.leaves if leaf.verdict is verdict]
 
     @property
     def failures(self) -> list[LeafComparison]:
         """Failing leaves, most important first: ones eager agrees with itself on come first."""
-        failed = [leaf for leaf in self.leaves if not leaf.ok]
-        return sorted(failed, key=lambda leaf: leaf.nondeterministic)
+        return sorted(self.having(Verdict.FAILED), key=lambda leaf: leaf.nondeterministic)
 
     def failure_message(self) -> str:
         failures = self.failures
@@ -149,38 +162,37 @@ def compare(
     perturbed: Callable[[], SideResult] | None = None,
     noise_base: Callable[[], SideResult] | None = None,
     mirrored: Callable[[], SideResult] | None = None,
+    control: Callable[[], SideResult] | None = None,
 ) -> ParityReport:
     """Compare the compiled side against eager, leaf by leaf.
 
-    `reference`, `perturbed`, `noise_base`, `mirrored` and `eager_again` are expensive re-runs;
-    each is called at most once, and only when some leaf fails the plain tolerance (reference),
-    still fails after the reference (perturbed, and noise_base: the same re-run without the
-    noise, which the noise is measured from; without it, from eager), still fails after the
-    perturbed re-run (mirrored: its noise moved the other way), or fails outright (eager_again).
+    `reference`, `perturbed`, `noise_base`, `mirrored`, `eager_again` and `control` are
+    expensive re-runs; each is called at most once, and only when some leaf fails the plain
+    tolerance (reference), still fails after the reference (perturbed, and noise_base: the same
+    re-run without the noise, which the noise is measured from; without it, from eager), still
+    fails after the perturbed re-run (mirrored: its noise moved the other way), or fails outright
+    (eager_again; and control: the call through the compiled side's own path with no compiler,
+    which tells the checker's own differences from the compiler's).
     """
-    comparer = _Comparer(options, reference, eager_again, perturbed, noise_base, mirrored)
-    note = comparer.exceptions(eager, compiled)
-    if eager.exception is None and compiled.exception is None:
-        comparer.plain.settle(eager, compiled)
-        comparer.walk("output", eager.output, compiled.output, "output")
-        comparer.sections(eager.after, compiled.after, "after")
-        comparer.sections(eager.grads, compiled.grads, "grad")
-    return ParityReport(comparer.leaves, note, options.context)
+    reruns = _Reruns(
+        options, reference, eager_again, perturbed, noise_base, mirrored, control=control
+    )
+    return _Comparer(options, reruns).compare(eager, compiled)
 
 
 def compare_metadata(
-    eager: SideResult, compiled: SideResult, options: CompareOptions
+    eager: SideResult,
+    compiled: SideResult,
+    options: CompareOptions,
+    *,
+    control: Callable[[], SideResult] | None = None,
 ) -> ParityReport:
     """Compare only what a different random stream cannot change: raising (and the exception's
     type), pytree structure, and each tensor leaf's metadata (shape, dtype, device, layout,
-    requires_grad, output strides where significant). Values are not compared."""
-    comparer = _MetadataComparer(options, None, None)
-    note = comparer.exceptions(eager, compiled)
-    if eager.exception is None and compiled.exception is None:
-        comparer.walk("output", eager.output, compiled.output, "output")
-        comparer.sections(eager.after, compiled.after, "after")
-        comparer.sections(eager.grads, compiled.grads, "grad")
-    return ParityReport(comparer.leaves, note, options.context)
+    requires_grad, output strides where significant). Values are not compared. A difference the
+    `control` shows too is the checker's, not judged."""
+    reruns = _Reruns(options, None, None, None, None, None, control=control)
+    return _MetadataComparer(options, reruns).compare(eager, compiled)
 
 
 # --- the walk over both sides ---------------------------------------------------------------
@@ -311,9 +323,10 @@ def _judged_where(t: Tensor) -> Tensor:
 
 
 class _Reruns:
-    """The re-runs one call's rules may consult, each run lazily and at most once: the float64
-    reference, eager again (twice: a third run tells eager's spread from an unrebuilt call), and
-    the rounding-noise pair; and the rule applications that read them."""
+    """The re-runs one call's judges may consult (`judges.Evidence`), each run lazily and at most
+    once: the float64 reference, eager again (twice: a third run tells eager's spread from an
+    unrebuilt call, and a few more samples where the rules fail), the rounding-noise pair, and
+    the control."""
 
     def __init__(
         self,
@@ -323,9 +336,11 @@ class _Reruns:
         perturbed: Callable[[], SideResult] | None,
         noise_base: Callable[[], SideResult] | None,
         mirrored: Callable[[], SideResult] | None = None,
+        *,
+        control: Callable[[], SideResult] | None = None,
     ) -> None:
         self.options = options
-        self.reference = _Rerun(reference)
+        self.reference_run = _Rerun(reference)
         self.eager_again = _Rerun(eager_again)
         self.eager_third = _Rerun(eager_again)  # the same plain re-run once more
         self._late = [_Rerun(eager_again) for _ in range(LATE_SAMPLES)]  # shared by the leaves
@@ -334,8 +349,89 @@ class _Reruns:
         self.perturbed = _Rerun(perturbed)
         self.mirrored = _Rerun(mirrored)
         self.noise_base = _Rerun(noise_base)
+        self.control = _Rerun(control)
+        self._control_report: ParityReport | None = None
 
-    def nondeterministic_samples(self, name: str, e: Tensor) -> tuple[list[Tensor], str]:
+    # --- judges.Evidence -------------------------------------------------------------------
+
+    @property
+    def reference_given(self) -> bool:
+        return self.reference_run.given
+
+    @property
+    def noise_given(self) -> bool:
+        return self.perturbed.given
+
+    def reproduction(self, name: str, e: Tensor) -> Reproduction:
+        """Whether a plain eager re-run reproduces floating leaf `e`: up to the tolerance and the
+        reduction-order noise floor, NaN and inf in the same places. The rules that excuse a
+        difference use re-runs; one that does not even reproduce eager (a nondeterministic op,
+        or a call the snapshot could not rebuild) proves nothing about the compiler. Without a
+        plain re-run (hand-built comparisons), eager is taken as reproduced."""
+        if not self.eager_again.given:
+            return Reproduction("reproduced")
+        again = self.eager_again.result()
+        if isinstance(again.exception, Unfaithful):
+            return Reproduction("unavailable", str(again.exception))
+        if again.exception is not None:
+            return Reproduction(
+                "differs", f"a second eager run raised {_exc_text(again.exception)}"
+            )
+        found, value = self.eager_again.get(name)
+        if isinstance(value, float | complex | int | bool):
+            value = torch.tensor(value, dtype=e.dtype)
+        if not isinstance(value, Tensor) or value.shape != e.shape or value.dtype != e.dtype:
+            what = "has something else at" if found else "lacks"
+            return Reproduction("differs", f"a second eager run {what} this leaf")
+        value = dense(value).to(e.device)
+        if not is_inexact(e):
+            same = rules.identical(value, e)
+            return (
+                Reproduction("reproduced")
+                if same
+                else Reproduction("differs", "two eager runs differ")
+            )
+        how = rules.reproduces(value, e, *self.options.tolerances(e.dtype))
+        return Reproduction("differs", how) if how else Reproduction("reproduced")
+
+    def reference(self, name: str, e: Tensor) -> tuple[Tensor | None, str]:
+        """The float64 reference for this leaf, or None and the reason there is none."""
+        result = self.reference_run.result()
+        if result.exception is not None:
+            return None, f"the reference run raised {_exc_text(result.exception)}"
+        found, value = self.reference_run.get(name)
+        if isinstance(value, float | complex):
+            value = torch.tensor(value, dtype=torch.complex128 if e.is_complex() else torch.float64)
+        if not isinstance(value, Tensor):
+            return None, f"the reference run has no {'tensor at this' if found else 'such'} leaf"
+        if value.shape != e.shape:
+            return None, f"the reference has shape {tuple(value.shape)}, eager {tuple(e.shape)}"
+        return dense(value).to(e.device), ""
+
+    def noise(self, name: str, e: Tensor, *, mirrored: bool) -> Noise | None:
+        """A rounding-noise sample of this leaf (the mirrored one: every value moved the other
+        way), with its noiseless base (eager itself where no base re-run is given); None where
+        that sample is not given."""
+        noisy_run = self.mirrored if mirrored else self.perturbed
+        if not noisy_run.given:
+            return None
+        for rerun in (noisy_run, self.noise_base):
+            raised = rerun.result().exception if rerun.given else None
+            if raised is not None:
+                return Noise(None, None, _exc_text(raised))
+        base = self.leaf(self.noise_base, name, e) if self.noise_base.given else e
+        return Noise(self.leaf(noisy_run, name, e), base)
+
+    def spread_samples(self, name: str, e: Tensor) -> list[Tensor] | None:
+        """The second and third eager runs of this leaf, where eager's second run does not
+        reproduce it; None where the third raised or lacks the leaf."""
+        second = self.leaf(self.eager_again, name, e)
+        third = self.leaf(self.eager_third, name, e)
+        if second is None or third is None or self.eager_third.result().exception is not None:
+            return None
+        return [second, third]
+
+    def late_samples(self, name: str, e: Tensor) -> tuple[list[Tensor], str]:
         """Where a leaf still fails after the rules though the second eager run reproduced
         eager within the tolerance: eager's runs of it, once one differs from eager bit for bit
         (the second, or one of up to LATE_SAMPLES more), and how; ([], "") when every run is
@@ -354,7 +450,7 @@ class _Reruns:
                 return samples, f"eager runs differ at {differing} element(s) by up to {worst}"
         return [], ""
 
-    def nondeterminism_alerted(self) -> bool:
+    def alerted(self) -> bool:
         """Whether torch alerts that the call is nondeterministic: one more eager run under
         `torch.use_deterministic_algorithms(True, warn_only=True)` (not a sample: kernels with
         a deterministic alternative switch to it there), its warnings read. Run once a call."""
@@ -364,47 +460,7 @@ class _Reruns:
             )
         return self._alerted
 
-    @property
-    def rules_given(self) -> bool:
-        """Whether a rule that may excuse a difference has its re-run."""
-        return self.reference.given or self.perturbed.given
-
-    def judge_by_reference(
-        self, name: str, e: Tensor, c: Tensor, rtol: float, atol: float, plain: Scan
-    ) -> rules.Judgement:
-        """Rule 1 (rules.by_reference), where the reference run has this leaf."""
-        r, why_not = self.reference_leaf(name, e)
-        if r is None:
-            line = f"  No float64 reference here ({why_not}): judged by the plain tolerance."
-            return rules.Judgement(plain, [line])
-        return rules.by_reference(e, c, r, rtol, atol, plain)
-
-    def judge_by_rounding_noise(
-        self, name: str, e: Tensor, c: Tensor, verdict: Scan, at: rules.Boundaries
-    ) -> tuple[Scan, list[str]]:
-        """Rule 2 (rules.by_rounding_noise), where the noise re-runs ran: with the perturbed
-        re-run, then, where that does not excuse the leaf, with its mirror (every value moved
-        the other way: a value on a kink that one sample leaves on one side, the mirror takes
-        to the other)."""
-        lines: list[str] = []
-        for noisy_run in (self.perturbed, self.mirrored):
-            if not noisy_run.given:
-                continue
-            for rerun in (noisy_run, self.noise_base):
-                raised = rerun.result().exception if rerun.given else None
-                if raised is not None:
-                    why = f"  Not judged by eager's rounding noise: it raised {_exc_text(raised)}."
-                    return verdict, [*lines, why]
-            noisy = self.leaf(noisy_run, name, e)
-            base = self.leaf(self.noise_base, name, e) if self.noise_base.given else e
-            if noisy is None or base is None:
-                return verdict, lines
-            mirrored = noisy_run is self.mirrored
-            judged = rules.by_rounding_noise(e, c, noisy, base, verdict, at, mirrored=mirrored)
-            lines += judged.lines
-            if not judged.verdict.mismatched:
-                return judged.verdict, lines
-        return verdict, lines
+    # --- the rest ----------------------------------------------------------------------------
 
     @staticmethod
     def leaf(rerun: _Rerun, name: str, e: Tensor) -> Tensor | None:
@@ -417,22 +473,11 @@ class _Reruns:
             return None
         return dense(value).to(e.device)
 
-    def reference_leaf(self, name: str, e: Tensor) -> tuple[Tensor | None, str]:
-        """The float64 reference for this leaf, or None and the reason there is none."""
-        result = self.reference.result()
-        if result.exception is not None:
-            return None, f"the reference run raised {_exc_text(result.exception)}"
-        found, value = self.reference.get(name)
-        if isinstance(value, float | complex):
-            value = torch.tensor(value, dtype=torch.complex128 if e.is_complex() else torch.float64)
-        if not isinstance(value, Tensor):
-            return None, f"the reference run has no {'tensor at this' if found else 'such'} leaf"
-        if value.shape != e.shape:
-            return None, f"the reference has shape {tuple(value.shape)}, eager {tuple(e.shape)}"
-        return dense(value).to(e.device), ""
-
     def nondeterminism(self, name: str, eager_value: Any, section: str) -> str:
-        """A note when a plain eager re-run does not reproduce the first at this leaf, else ""."""
+        """A note where a plain eager re-run does not reproduce the first at this non-tensor or
+        structural leaf, else ""."""
+        if not self.eager_again.given:
+            return ""
         again = self.eager_again.result()
         if isinstance(again.exception, Unfaithful):
             return ""  # no faithful re-run: nothing is known about eager's determinism
@@ -440,8 +485,6 @@ class _Reruns:
             if type(again.exception) is type(eager_value):
                 return ""
             how = f"a second eager run {_outcome(again.exception, again.raised_in_backward)}"
-        elif isinstance(eager_value, Tensor) and is_inexact(eager_value):
-            how = self.differs(name, eager_value)
         elif again.exception is not None:
             how = f"a second eager run raised {_exc_text(again.exception)}"
         else:
@@ -451,67 +494,56 @@ class _Reruns:
             elif not found:
                 return ""
             else:
-                check = _Comparer(self.options, None, None)
+                check = _Comparer(self.options, _Reruns(self.options, None, None, None, None))
                 check.walk(name, eager_value, again_value, section)
                 failed = [leaf for leaf in check.leaves if not leaf.ok]
                 if not failed:
                     return ""
                 worst = max(leaf.max_abs for leaf in failed)
                 how = "two eager runs differ" + (f" by {num(worst)}" if worst else "")
-        if not how:
-            return ""
-        if section != "exception" and again.exception is None:
-            third = self.eager_third.result()
-            found, value = self.eager_third.get(name)
-            again_value = self.eager_again.get(name)[1]
-            if third.exception is None and found and rules.identical(again_value, value):
-                return (
-                    f"Two plain eager re-runs from the checker's snapshot agree with each other "
-                    f"but not with the first eager run ({how}): the checker could not rebuild "
-                    "this call's state exactly. That is a limitation of the checker, not a "
-                    "verdict on the compiler, so nothing is excused; please report it."
-                )
         return rules.nondeterministic_text(how)
 
-    def differs(self, name: str, e: Tensor) -> str:
-        """How a plain eager re-run fails to reproduce floating leaf `e`; "" when it does.
-
-        The rules that excuse a difference use re-runs; one that does not even reproduce eager
-        (a nondeterministic op, or a call the snapshot could not rebuild: lost aliasing, a
-        changed storage offset) proves nothing about the compiler. Reproducing means agreeing
-        up to the tolerance and the reduction-order noise floor, NaN and inf in the same places.
-        """
-        if not self.eager_again.given:
+    def control_differs(self, eager: SideResult, name: str) -> str:
+        """What the control run (the call through the compiled side's own path with no
+        compiler) shows where it differs from eager at `name` too: the difference is then the
+        checker's own. "" where it agrees there, or where there is no faithful control: a
+        difference stands unless the control shows it too."""
+        if not self.control.given:
             return ""
-        again = self.eager_again.result()
-        if isinstance(again.exception, Unfaithful):
-            return f"no faithful re-run: {again.exception}"
-        if again.exception is not None:
-            return f"a second eager run raised {_exc_text(again.exception)}"
-        found, value = self.eager_again.get(name)
-        if isinstance(value, float | complex):
-            value = torch.tensor(value, dtype=e.dtype)
-        if not isinstance(value, Tensor) or value.shape != e.shape or value.dtype != e.dtype:
-            return f"a second eager run {'has something else at' if found else 'lacks'} this leaf"
-        return rules.reproduces(dense(value).to(e.device), e, *self.options.tolerances(e.dtype))
+        control = self.control.result()
+        if isinstance(control.exception, Unfaithful | UncopyableInputError):
+            return ""
+        if self._control_report is None:
+            judge = _Comparer(self.options, self, controlled=False)
+            self._control_report = judge.compare(eager, control)
+        for leaf in self._control_report.having(Verdict.FAILED):
+            if leaf.leaf == "exception" or _related(leaf.leaf, name):
+                return leaf.message.removesuffix(_context_suffix(self.options.context))
+        return ""
 
 
 class _Comparer:
     """One comparison: walks both sides in report order and collects a verdict per leaf."""
 
     def __init__(
-        self,
-        options: CompareOptions,
-        reference: Callable[[], SideResult] | None,
-        eager_again: Callable[[], SideResult] | None,
-        perturbed: Callable[[], SideResult] | None = None,
-        noise_base: Callable[[], SideResult] | None = None,
-        mirrored: Callable[[], SideResult] | None = None,
+        self, options: CompareOptions, reruns: _Reruns, *, controlled: bool = True
     ) -> None:
         self.options = options
-        self.reruns = _Reruns(options, reference, eager_again, perturbed, noise_base, mirrored)
+        self.reruns = reruns
         self.plain = _PlainVerdicts(options)
         self.leaves: list[LeafComparison] = []
+        self._controlled = controlled  # the control judges failures (not within the control)
+        self._eager = SideResult(None, None, {}, {})
+
+    def compare(self, eager: SideResult, compiled: SideResult) -> ParityReport:
+        self._eager = eager
+        note = self.exceptions(eager, compiled)
+        if eager.exception is None and compiled.exception is None:
+            self.plain.settle(eager, compiled)
+            self.walk("output", eager.output, compiled.output, "output")
+            self.sections(eager.after, compiled.after, "after")
+            self.sections(eager.grads, compiled.grads, "grad")
+        return ParityReport(self.leaves, note, self.options.context)
 
     def exceptions(self, eager: SideResult, compiled: SideResult) -> str:
         """Record an 'exception' leaf when the sides disagree on raising; return the note."""
@@ -569,13 +601,15 @@ class _Comparer:
         elif isinstance(e, float | complex) and e != c:  # equal ones (most) need no tensors
             wide = torch.float64 if isinstance(e, float) else torch.complex128
             e_t, c_t = torch.tensor(e, dtype=wide), torch.tensor(c, dtype=wide)
-            self._values(name, e_t, c_t, [], section)
+            self._values(name, e_t, c_t, [])
         elif e is not c and not trees.comparable(e):
             note = (
                 f"{name}: cannot compare a {type(e).__qualname__} (it has no pytree "
                 "registration, __tensor_flatten__, to_dense() or equality of its own)"
             )
-            self.leaves.append(LeafComparison(name, True, 0.0, 0.0, "", note=note, compared=False))
+            self.leaves.append(
+                LeafComparison(name, Verdict.NOT_JUDGED, note=note, rule="uncomparable")
+            )
         else:
             try:
                 equal = bool(e == c)
@@ -584,7 +618,7 @@ class _Comparer:
                 self._fail(name, body, section, eager_value=e)
                 return
             if equal:
-                self.leaves.append(LeafComparison(name, True, 0.0, 0.0, ""))
+                self.leaves.append(LeafComparison(name, Verdict.PASSED, rule="equality"))
             else:
                 body = f"{name}: eager has {e!r}, compiled has {c!r}."
                 self._fail(name, body, section, eager_value=e)
@@ -598,123 +632,74 @@ class _Comparer:
             body = f"{name}: tensor metadata differs between eager and compiled.\n" + "\n".join(
                 f"  {p}" for p in problems
             )
-            self._fail(name, body, section, eager_value=e)
+            self._fail(name, body, section, eager_value=e, values_differ=False)
             return
-        self._values(name, dense(e), dense(c), problems, section)
+        self._values(name, dense(e), dense(c), problems)
 
-    def _values(self, name: str, e: Tensor, c: Tensor, problems: list[str], section: str) -> None:
+    def _values(self, name: str, e: Tensor, c: Tensor, problems: list[str]) -> None:
+        """A tensor leaf alike in metadata but for its strides: by the judges, in order, then,
+        where they fail it, by the control."""
         rtol, atol = self.options.tolerances(e.dtype)
-        passed = None if problems else self.plain.close(name, c, e, rtol, atol)
-        if passed is None and not problems and self.options.rtol is None and is_inexact(e):
+        within = functools.partial(self._within_tolerance, name, c, e, rtol, atol)
+        case = judges.Case(
+            name, e, c, rtol, atol, tuple(problems), within, self.reruns, _judged_where
+        )
+        outcome = judges.judge(case)
+        if outcome.verdict is Verdict.FAILED:
+            outcome = self._controlled_outcome(name, outcome)
+        max_abs, max_rel = outcome.largest
+        if outcome.verdict is not Verdict.FAILED:
+            leaf = LeafComparison(
+                name, outcome.verdict, max_abs, max_rel, note=outcome.note, rule=outcome.rule
+            )
+            self.leaves.append(leaf)
+            return
+        lines = _failure_lines(name, outcome, e, c, rtol, atol, problems)
+        self._failed(name, lines, max_abs, max_rel, outcome.rule, outcome.nondeterministic)
+
+    def _within_tolerance(
+        self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
+    ) -> tuple[float, float] | None:
+        """(max_abs, max_rel) where the leaf is within assert_close's tolerance, with the
+        reduction-order noise floor where the tolerances are the defaults; None elsewhere."""
+        passed = self.plain.close(name, c, e, rtol, atol)
+        if passed is None and self.options.rtol is None and is_inexact(e):
             # Within reduction-order noise of eager: the reference rule would pass it (with r the
             # reference, |c - r| <= |c - e| + |e - r|), so no re-run is needed to say so.
             passed = self.plain.within_floor(name, c, e, rtol, atol)
-        if passed is not None:
-            self.leaves.append(LeafComparison(name, True, *passed, ""))
-            return
-        e, c = _judged_where(e), _judged_where(c)
-        scan = scan_leaf(c, e, rtol, atol)
-        verdict, reference_lines, note = scan, list[str](), ""
-        given = self.reruns.rules_given
-        differs = self.reruns.differs(name, e) if scan.mismatched and is_inexact(e) else ""
-        if differs.startswith("no faithful re-run") and given:
-            reference_lines.append(
-                f"  Not judged by the float64 reference or eager's rounding noise: {differs}."
-            )
-        elif differs and not differs.startswith("no faithful re-run"):
-            self._judge_by_eager_spread(name, e, c, scan, problems, differs)
-            return
-        if scan.mismatched and given and is_inexact(e) and not differs:
-            at = rules.Boundaries()
-            if self.reruns.reference.given:
-                judged = self.reruns.judge_by_reference(name, e, c, rtol, atol, scan)
-                verdict, reference_lines, at = judged.verdict, judged.lines, judged.boundaries
-            if (
-                verdict.mismatched
-                and verdict.mismatched == verdict.value_mismatches
-                and self.reruns.perturbed.given
-            ):
-                verdict, noise_lines = self.reruns.judge_by_rounding_noise(name, e, c, verdict, at)
-                reference_lines += noise_lines
-            verdict = at.final(verdict)
-            if not verdict.mismatched:  # every excuse a passing leaf took is said, in one note
-                notes = [at.note(name)]
-                if verdict.rescued:
-                    notes.append(
-                        f"{name}: compiled is finite and agrees with the float64 reference at "
-                        f"{verdict.rescued} element(s) where eager is not (eager overflowed or "
-                        "lost precision there): compiled is right"
-                    )
-                if verdict.unjudged:
-                    notes.append(
-                        f"{name}: not judged at {verdict.unjudged} element(s) where eager is "
-                        f"non-finite and compiled is not: {e.dtype} has no wider reference to "
-                        "tell which is right (an overflow at the dtype's range only one side "
-                        "makes)"
-                    )
-                note = "; ".join(text for text in notes if text)
-        if verdict.mismatched and not differs and not problems and is_inexact(e):
-            samples, how = self.reruns.nondeterministic_samples(name, e)
-            if samples:
-                judged = rules.by_eager_spread(name, e, c, samples, rtol, atol, how)
-                if judged.passed:
-                    verdict, note = judged.verdict, judged.note
-                else:
-                    reference_lines += judged.lines
-        max_abs, max_rel = scan.abs_all.value, scan.rel_all.value
-        if not verdict.mismatched and not problems:
-            self.leaves.append(LeafComparison(name, True, max_abs, max_rel, "", note=note))
-            return
-        exact = rtol == 0 and atol == 0
-        headline = f"values are not {'equal' if exact else 'close'}" if verdict.mismatched else ""
-        lines = [f"{name}: {headline or 'tensor metadata differs'}"]
-        lines += [f"  {p}" for p in problems]
-        if problems and problems[-1].startswith("memory layout"):
-            lines.append("  (check_strides=False ignores strides)")
-        if verdict.mismatched:
-            lines += value_lines(verdict, e, c, rtol, atol) + reference_lines
-        self._fail(
-            name,
-            "\n".join(lines),
-            section,
-            max_abs,
-            max_rel,
-            eager_value=e,
-            values_differ=bool(verdict.mismatched),
+        return passed
+
+    def _controlled_outcome(self, name: str, outcome: judges.Outcome) -> judges.Outcome:
+        """`outcome` (a failure), or NOT_JUDGED where the control differs from eager there too."""
+        shown = self.reruns.control_differs(self._eager, name) if self._controlled else ""
+        if not shown:
+            return outcome
+        return dataclasses.replace(
+            outcome,
+            verdict=Verdict.NOT_JUDGED,
+            rule=judges.CONTROL,
+            note=_control_note(name, shown),
         )
 
-    def _judge_by_eager_spread(
-        self, name: str, e: Tensor, c: Tensor, plain: Scan, problems: list[str], differs: str
+    def _failed(
+        self,
+        name: str,
+        lines: list[str],
+        max_abs: float,
+        max_rel: float,
+        rule: str,
+        nondeterministic: bool,
     ) -> None:
-        """A leaf the second eager run does not reproduce: rules.by_eager_spread, with a third."""
-        rtol, atol = self.options.tolerances(e.dtype)
-        second = self.reruns.leaf(self.reruns.eager_again, name, e)
-        third = self.reruns.leaf(self.reruns.eager_third, name, e)
-        lines = [f"{name}: {'tensor metadata differs' if problems else 'values are not close'}"]
-        lines += [f"  {p}" for p in problems] + value_lines(plain, e, c, rtol, atol)
-        if (
-            second is None
-            or third is None
-            or self.reruns.eager_third.result().exception is not None
-        ):
-            lines.append(f"  {rules.nondeterministic_text(differs)}")
-            self._failed(name, lines, plain, nondeterministic=True)
-            return
-        samples = [second, third]
-        judged = rules.by_eager_spread(
-            name, e, c, samples, rtol, atol, differs, self.reruns.nondeterminism_alerted
-        )
-        if judged.passed and not problems:
-            max_abs, max_rel = plain.abs_all.value, plain.rel_all.value
-            self.leaves.append(LeafComparison(name, True, max_abs, max_rel, "", note=judged.note))
-            return
-        self._failed(name, lines + judged.lines, plain, nondeterministic=judged.nondeterministic)
-
-    def _failed(self, name: str, lines: list[str], plain: Scan, *, nondeterministic: bool) -> None:
         message = "\n".join(lines) + _context_suffix(self.options.context)
         self.leaves.append(
             LeafComparison(
-                name, False, plain.abs_all.value, plain.rel_all.value, message, nondeterministic
+                name,
+                Verdict.FAILED,
+                max_abs,
+                max_rel,
+                message,
+                rule=rule,
+                nondeterministic=nondeterministic,
             )
         )
 
@@ -723,17 +708,25 @@ class _Comparer:
         name: str,
         body: str,
         section: str,
-        max_abs: float = 0.0,
-        max_rel: float = 0.0,
         *,
         eager_value: Any,
         values_differ: bool = True,
     ) -> None:
+        """A leaf that differs in kind, structure, presence, metadata, a Python value or an
+        exception: failed with a note where eager's own re-run varies there, or not judged where
+        the control shows the same difference."""
+        shown = self.reruns.control_differs(self._eager, name) if self._controlled else ""
+        if shown:
+            note = _control_note(name, shown)
+            self.leaves.append(
+                LeafComparison(name, Verdict.NOT_JUDGED, note=note, rule=judges.CONTROL)
+            )
+            return
         # A second eager run can explain differing values, never differing metadata.
         ask = self.reruns.eager_again.given and values_differ
-        note = self.reruns.nondeterminism(name, eager_value, section) if ask else ""
-        message = body + (f"\n  {note}" if note else "") + _context_suffix(self.options.context)
-        self.leaves.append(LeafComparison(name, False, max_abs, max_rel, message, bool(note)))
+        varies = self.reruns.nondeterminism(name, eager_value, section) if ask else ""
+        lines = [body, f"  {varies}"] if varies else [body]
+        self._failed(name, lines, 0.0, 0.0, "equality", bool(varies))
 
 
 class _MetadataComparer(_Comparer):
@@ -745,17 +738,58 @@ class _MetadataComparer(_Comparer):
         elif type(e) is not type(c):
             self._fail(name, _kind_mismatch(name, e, c, section), section, eager_value=e)
         else:
-            self.leaves.append(LeafComparison(name, True, 0.0, 0.0, ""))
+            self.leaves.append(LeafComparison(name, Verdict.PASSED, rule="metadata"))
 
     def _tensor(self, name: str, e: Tensor, c: Tensor, section: str) -> None:
         problems = _metadata(e, c, self.options, section)
         if not problems:
-            self.leaves.append(LeafComparison(name, True, 0.0, 0.0, ""))
+            self.leaves.append(LeafComparison(name, Verdict.PASSED, rule="metadata"))
             return
         body = f"{name}: tensor metadata differs between eager and compiled.\n" + "\n".join(
             f"  {what}: eager {ev}, compiled {cv}" for what, ev, cv in problems
         )
         self._fail(name, body, section, eager_value=e, values_differ=False)
+
+
+def _failure_lines(
+    name: str,
+    outcome: judges.Outcome,
+    e: Tensor,
+    c: Tensor,
+    rtol: float,
+    atol: float,
+    problems: list[str],
+) -> list[str]:
+    """What a failing tensor leaf's message says: what differs, by how much, what each rule
+    that tried found."""
+    scan = outcome.scan
+    exact = rtol == 0 and atol == 0
+    differ = scan is not None and scan.mismatched > 0
+    headline = f"values are not {'equal' if exact else 'close'}" if differ else ""
+    lines = [f"{name}: {headline or 'tensor metadata differs'}"]
+    lines += [f"  {p}" for p in problems]
+    if problems and problems[-1].startswith("memory layout"):
+        lines.append("  (check_strides=False ignores strides)")
+    if scan is not None and differ:
+        lines += value_lines(scan, e, c, rtol, atol)
+    return lines + list(outcome.lines)
+
+
+def _control_note(name: str, shown: str) -> str:
+    first = shown.strip().splitlines()[0] if shown.strip() else shown
+    return (
+        f"{name}: not judged: the control run (this call through the compiled side's own path, "
+        f"its copies and re-runs, with no compiler) differs from eager here too ({first}), so the "
+        "difference is the checker's, not the compiler's. Please report it."
+    )
+
+
+def _related(name: str, other: str) -> bool:
+    """Whether two leaf names are the same leaf, or one holds the other."""
+    if name == other:
+        return True
+    short, long = sorted((name, other), key=len)
+    return long.startswith(short) and long[len(short)] in "[."
 
 
 class _Absent:

@@ -430,6 +430,10 @@ def _record(item: pytest.Item, checker: Any, verdict: str) -> ParityRecord:
         wall_time_s=checker.wall_time_s,
         notes=list(checker.notes),
     )
+    if checker.excused:  # leaves a named rule excused, by rule
+        record["excused"] = dict(sorted(checker.excused.items()))
+    if checker.not_judged:  # leaves the checker could not judge: "checked partly"
+        record["not_judged"] = dict(sorted(checker.not_judged.items()))
     if checker.rejected:  # Hypothesis examples eager raised on, rejected
         record["rejected"] = checker.rejected
         record["first_rejection"] = checker.first_rejection

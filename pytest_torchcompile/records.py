@@ -66,8 +66,8 @@ class ModuleCallRecord(TypedDict):
     """Intercepted module calls of one test (--compile-parity=all) with one outcome and reason."""
 
     module: str  # qualified class name, e.g. "timm.models.resnet.ResNet"
-    outcome: str  # checked, skipped, diverged
-    reason: str  # why skipped, or the differing leaves; "" when checked
+    outcome: str  # checked, checked partly, skipped, diverged
+    reason: str  # why skipped or partly, or the differing leaves; "" when checked
     calls: int
 
 
@@ -94,6 +94,10 @@ class ParityRecord(TypedDict):
     largest_errors: list[LeafError]
     wall_time_s: float
     notes: NotRequired[list[str]]  # what the checker did that the reader should know
+    # Leaves outside the plain tolerance that a named rule excused, by rule (each has its note).
+    excused: NotRequired[dict[str, int]]
+    # Leaves the checker could not judge ("checked partly"), by why: control, uncomparable.
+    not_judged: NotRequired[dict[str, int]]
     # Hypothesis examples rejected because eager raised on them (and compiled raised alike).
     rejected: NotRequired[int]
     first_rejection: NotRequired[str]  # the first such error, "Type: message"

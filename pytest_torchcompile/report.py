@@ -63,6 +63,7 @@ def section_text(record: ParityRecord) -> str:
         lines += _numbered("cudagraph re-records", counts["cudagraph_rerecords"])
     if counts["cudagraph_skips"]:
         lines += _numbered("cudagraphs skipped", counts["cudagraph_skips"])
+    lines += _verdict_lines(record)
     if record.get("notes"):
         lines += _numbered("notes", record.get("notes", []))
     if record.get("rejected"):
@@ -71,6 +72,23 @@ def section_text(record: ParityRecord) -> str:
         lines += _numbered("intercepted module calls", _call_lines(record["module_calls"]))
     lines += _error_table(record["largest_errors"])
     return "\n".join(lines)
+
+
+def _by_rule(counts: Mapping[str, int]) -> str:
+    return ", ".join(f"{rule} {n}" for rule, n in sorted(counts.items()))
+
+
+def _verdict_lines(record: ParityRecord) -> list[str]:
+    """The leaves outside the plain tolerance a named rule excused, and those the checker could
+    not judge, by rule: the notes below say which and why."""
+    lines = []
+    if record.get("excused"):
+        lines.append(f"excused leaves, by rule: {_by_rule(record.get('excused', {}))}")
+    if record.get("not_judged"):
+        lines.append(
+            f"checked partly: leaves not judged, by why: {_by_rule(record.get('not_judged', {}))}"
+        )
+    return lines
 
 
 def _error_table(errors: list[LeafError]) -> list[str]:
@@ -107,7 +125,8 @@ def _call_lines(calls: list[ModuleCallRecord]) -> list[str]:
 
 
 def intercept_summary_lines(records: Iterable[ParityRecord]) -> list[str]:
-    """--compile-parity=all: module classes checked, diverged (with tests) and skipped (why)."""
+    """--compile-parity=all: module classes checked, diverged (with tests), checked partly and
+    skipped (why)."""
     intercepted = sorted((r for r in records if r.get("module_calls")), key=lambda r: r["nodeid"])
     if not intercepted:
         return []
@@ -115,7 +134,8 @@ def intercept_summary_lines(records: Iterable[ParityRecord]) -> list[str]:
     total = {o: sum(c["calls"] for _, c in calls if c["outcome"] == o) for o in _OUTCOMES}
     lines = [
         f"intercepted module calls in {len(intercepted)} test(s): {total['checked']} checked, "
-        f"{total['diverged']} diverged, {total['skipped']} skipped"
+        f"{total['diverged']} diverged, {total['checked partly']} checked partly, "
+        f"{total['skipped']} skipped"
     ]
     for outcome in _OUTCOMES:
         groups: dict[str, tuple[int, set[str]]] = {}
@@ -135,7 +155,7 @@ def intercept_summary_lines(records: Iterable[ParityRecord]) -> list[str]:
     return lines
 
 
-_OUTCOMES = ("diverged", "checked", "skipped")
+_OUTCOMES = ("diverged", "checked", "checked partly", "skipped")
 
 
 def summary_lines(
@@ -155,6 +175,7 @@ def summary_lines(
     lines = [f"REGRESSED {n} - {v.changes()}" for n, v in verdicts if v.status == "regressed"]
     lines += [f"IMPROVED {n} - {v.message}" for n, v in verdicts if v.status == "improved"]
     lines += _triaged(ordered)
+    lines += _partly(ordered) + _excuses(ordered)
     lines += _counts_table(ordered)
     lines += _rejections(ordered)
     unrecorded = [n for n, v in verdicts if v.status == "unrecorded"]
@@ -183,6 +204,38 @@ def _triaged(records: list[ParityRecord]) -> list[str]:
         if record.get("repro"):
             lines.append(f"    repro: python {record.get('repro')}")
     return lines + _more(len(triaged), "tests")
+
+
+def _partly(records: list[ParityRecord]) -> list[str]:
+    """Tests with leaves the checker could not judge: the control run differed from eager there
+    too, or a value it cannot compare. Their verdict rests on the other leaves."""
+    partly = [r for r in records if r.get("not_judged")]
+    if not partly:
+        return []
+    leaves = sum(sum(r.get("not_judged", {}).values()) for r in partly)
+    lines = [
+        f"checked partly: {len(partly)} test(s) with {leaves} leaf verdict(s) the checker could "
+        "not give (the notes say why; each is the checker's limit, not the compiler's):"
+    ]
+    lines += [f"  {r['nodeid']}: {_by_rule(r.get('not_judged', {}))}" for r in partly[:_MAX_LISTED]]
+    return lines + _more(len(partly), "tests")
+
+
+def _excuses(records: list[ParityRecord]) -> list[str]:
+    """How many leaves outside the plain tolerance each named rule excused, over the session."""
+    totals: dict[str, int] = {}
+    tests = 0
+    for record in records:
+        counts = record.get("excused", {})
+        tests += bool(counts)
+        for rule, n in counts.items():
+            totals[rule] = totals.get(rule, 0) + n
+    if not totals:
+        return []
+    return [
+        f"excused leaves, by rule, in {tests} test(s): {_by_rule(totals)} (each test's notes say "
+        "which leaves and the evidence)"
+    ]
 
 
 def _rejected_line(record: ParityRecord) -> str:
@@ -259,6 +312,10 @@ def json_report(
             for key in ("graphs", "graph_breaks", "recompiles", "fallbacks")
         },
         "compile_time_s": sum(t["compile_time_s"] for t in tests.values()),
+        **{
+            key: sum(sum(t.get(key, {}).values()) for t in tests.values())
+            for key in ("excused", "not_judged")
+        },
     }
     return {"format": REPORT_FORMAT, "versions": dict(versions), "totals": totals, "tests": tests}
 
@@ -296,7 +353,7 @@ def _test_entry(
             for e in record["largest_errors"]
         ],
     }
-    for key in (*_TRIAGE_KEYS, "rejected", "first_rejection"):
+    for key in (*_TRIAGE_KEYS, "rejected", "first_rejection", "excused", "not_judged"):
         if key in record:
             entry[key] = record[key]  # type: ignore[literal-required]
     if "module_calls" in record:

@@ -26,6 +26,7 @@ from pytest_torchcompile.errors import (
     ExportFailure,
     ParityError,
 )
+from pytest_torchcompile.judges import Verdict
 from pytest_torchcompile.messages import (
     compile_refusal,
     context_line,
@@ -107,6 +108,8 @@ class Checker:
         self.first_rejection = ""  # the first such error, "Type: message"
         self.devices_seen: list[str] = []
         self.largest_errors: dict[str, LeafError] = {}
+        self.excused: dict[str, int] = {}  # rule -> leaves it excused, over every call
+        self.not_judged: dict[str, int] = {}  # why (control, uncomparable) -> leaves
         self.wall_time_s = 0.0
         self.last_report: parity.ParityReport | None = None  # the latest call's leaf verdicts
         self.compiled = CompiledSide(settings, self.accountant)
@@ -201,6 +204,8 @@ class Checker:
         self.last_report = report
         errors = _leaf_errors(report, self.largest_errors)
         self.notes += [note for note in report.notes if note not in self.notes]
+        _tally(report, Verdict.EXCUSED, self.excused)
+        _tally(report, Verdict.NOT_JUDGED, self.not_judged)
         self.wall_time_s += time.perf_counter() - started
         self._raise_compile_failure(call, self.compiled.refused_by(fn, call.compiled.exception))
         self._raise_divergence(call, report)
@@ -235,7 +240,9 @@ class Checker:
                 check_requires_grad=self.settings.has_autograd,
                 context=self._context(),
             )
-            users = parity.compare_metadata(call.eager, call.as_user, options)
+            users = parity.compare_metadata(
+                call.eager, call.as_user, options, control=call.control()
+            )
             if not users.ok:
                 setting = _compat.fallback_random_setting()
                 message = randomness.as_user_failure(users.failure_message(), setting)
@@ -320,6 +327,12 @@ class Checker:
             fullgraph=self.settings.fullgraph,
             source={name: self.settings.source(name) for name in names},
         )
+
+
+def _tally(report: parity.ParityReport, verdict: Verdict, counts: dict[str, int]) -> None:
+    """Add the report's leaves of `verdict` to `counts`, by the rule that reached it."""
+    for leaf in report.having(verdict):
+        counts[leaf.rule] = counts.get(leaf.rule, 0) + 1
 
 
 def _leaf_errors(

@@ -15,6 +15,9 @@ from typing import Any
 # The backends that take the deployment path instead of torch.compile, with the path each
 # names in its failures (exported.py).
 EXPORT_PATHS = {"export": "torch.export", "aot_inductor": "AOTInductor packaging"}
+# The control as a backend: everything the compiled side does (copies, re-runs, comparison) but
+# compiling. On any suite it gives a plain run's verdicts, and shows what the checker cannot judge.
+CONTROL_BACKEND = "none"
 BUILTIN_BACKENDS = (
     "inductor",
     "eager",
@@ -22,6 +25,7 @@ BUILTIN_BACKENDS = (
     "aot_eager_decomp_partition",
     "cudagraphs",
     *EXPORT_PATHS,
+    CONTROL_BACKEND,
 )
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DYNAMIC_CHOICES = ("auto", "true", "false")
@@ -245,7 +249,8 @@ TEST_OPTIONS: tuple[Option, ...] = (
         "inductor",
         "torch.compile backend: inductor, eager, aot_eager, aot_eager_decomp_partition, "
         "cudagraphs, any registered name, or package.module:attr; or export (torch.export) "
-        "or aot_inductor (an AOTInductor package) instead of torch.compile",
+        "or aot_inductor (an AOTInductor package) instead of torch.compile; or none (the "
+        "checker's own path with no compiler: what it cannot judge in a suite)",
         "--compile-backend",
     ),
     Option(

@@ -103,7 +103,7 @@ def test_an_opaque_output_is_reported_not_compared_never_by_identity() -> None:
     report = _compare(Opaque(), Opaque())
     assert report.ok
     (leaf,) = report.leaves
-    assert not leaf.compared
+    assert not leaf.judged
     assert leaf.note.startswith("output: cannot compare a Opaque (")
 
 

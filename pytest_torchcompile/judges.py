@@ -1,0 +1,392 @@
+"""The judges of one tensor leaf: each rule one small unit answering in one outcome type.
+
+A leaf is judged by the judges in `ORDER`, the order docs/compared.md lists them; each looks at
+the leaf's eager and compiled values and, lazily, at the re-runs it needs (`Evidence`), and
+answers with an `Outcome`: PASSED (within the plain tolerance), EXCUSED (outside it, passed by a
+named rule whose note gives the evidence), FAILED (this rule excuses nothing: its lines say why,
+and a later judge may still excuse it unless the failure is final) or None (the rule does not
+apply to this leaf). `judge` is the loop over them. A difference that outlasts every judge is
+then put to the control (parity.py), which may make it NOT_JUDGED: the checker's own difference.
+
+No leaf outside the plain tolerance passes without a named rule: an EXCUSED or NOT_JUDGED outcome
+without a note, or a PASSED outcome from any judge but the first, is an internal error
+(`JudgingError`), raised where the verdict is made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from torch import Tensor
+
+from pytest_torchcompile import rules
+from pytest_torchcompile.closeness import Scan, distance, is_inexact, num, scan_leaf
+
+AUDIT_ENVIRONMENT = "PYTEST_TORCHCOMPILE_FAIL_EXCUSED"
+"""Set to 1, every excused leaf fails with its excuse: an audit of what the rules let pass."""
+
+
+class Verdict(enum.Enum):
+    PASSED = "passed"  # within the plain tolerance
+    EXCUSED = "excused"  # outside it, passed by a named rule (the note names it and its evidence)
+    FAILED = "failed"
+    NOT_JUDGED = "not judged"  # the checker cannot judge it (the note says why): no verdict
+
+
+class JudgingError(AssertionError):
+    """An internal error of the checker: a verdict no rule stands behind. Please report it."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One judge's answer on one leaf."""
+
+    verdict: Verdict
+    rule: str  # the judge that reached it
+    scan: Scan | None = None  # the element-wise verdict after this rule
+    lines: tuple[str, ...] = ()  # FAILED: what the failure message says of this rule
+    note: str = ""  # EXCUSED and NOT_JUDGED: the rule and its evidence, for the report
+    final: bool = False  # FAILED: no later rule may excuse it
+    nondeterministic: bool = False  # eager itself varies at this leaf
+    boundaries: rules.Boundaries = dataclasses.field(default_factory=rules.Boundaries)
+    largest: tuple[float, float] = (0.0, 0.0)  # greatest |compiled - eager|, and relative
+
+    def __post_init__(self) -> None:
+        if self.verdict in (Verdict.EXCUSED, Verdict.NOT_JUDGED) and not (self.rule and self.note):
+            raise JudgingError(
+                f"a leaf {self.verdict.value} by {self.rule or 'no rule'} without a note saying "
+                "why: an internal error of the checker, please report it"
+            )
+
+    @property
+    def passed(self) -> bool:
+        return self.verdict in (Verdict.PASSED, Verdict.EXCUSED)
+
+
+@dataclass(frozen=True)
+class Reproduction:
+    """Whether a plain eager re-run from the call's snapshot reproduces eager at this leaf."""
+
+    kind: Literal["reproduced", "differs", "unavailable"]
+    how: str = ""  # how it differs, or why no faithful re-run exists
+
+
+@dataclass(frozen=True)
+class Noise:
+    """One rounding-noise sample of this leaf: the perturbed re-run and its noiseless base."""
+
+    noisy: Tensor | None  # None: the re-run has no such leaf
+    base: Tensor | None
+    raised: str = ""  # the re-run raised this: nothing to judge by
+
+
+class Evidence(Protocol):
+    """The re-runs a leaf's judges may consult, each run lazily and at most once a call."""
+
+    @property
+    def reference_given(self) -> bool: ...
+
+    @property
+    def noise_given(self) -> bool: ...
+
+    def reproduction(self, name: str, e: Tensor) -> Reproduction: ...
+
+    def reference(self, name: str, e: Tensor) -> tuple[Tensor | None, str]: ...
+
+    def noise(self, name: str, e: Tensor, *, mirrored: bool) -> Noise | None: ...
+
+    def spread_samples(self, name: str, e: Tensor) -> list[Tensor] | None: ...
+
+    def late_samples(self, name: str, e: Tensor) -> tuple[list[Tensor], str]: ...
+
+    def alerted(self) -> bool: ...
+
+
+@dataclass
+class Case:
+    """A tensor leaf under judgement: eager's and compiled's dense values, moved where the rules
+    judge them (`where`) only once the plain tolerance has failed them."""
+
+    name: str
+    eager: Tensor
+    compiled: Tensor
+    rtol: float
+    atol: float
+    problems: tuple[str, ...]  # metadata that differs (strides): fails whatever the values
+    within_tolerance: Callable[[], tuple[float, float] | None]  # assert_close with the floor
+    evidence: Evidence
+    where: Callable[[Tensor], Tensor] = lambda t: t
+
+    @functools.cached_property
+    def e(self) -> Tensor:
+        return self.where(self.eager)
+
+    @functools.cached_property
+    def c(self) -> Tensor:
+        return self.where(self.compiled)
+
+    @functools.cached_property
+    def plain(self) -> Scan:
+        """The element-wise verdict by the plain tolerance alone."""
+        return scan_leaf(self.c, self.e, self.rtol, self.atol)
+
+    @property
+    def exact(self) -> bool:
+        return not is_inexact(self.eager)
+
+
+Judge = Callable[[Case, Outcome], Outcome | None]
+
+
+# --- the judges, in docs/compared.md's order --------------------------------------------------
+
+
+def assert_close(case: Case, _: Outcome) -> Outcome | None:
+    """Rule 1: assert_close's tolerance with the reduction-order noise floor; values and
+    metadata. Integers and bools are exact, and no later rule excuses them."""
+    largest = None if case.problems else case.within_tolerance()
+    if largest is not None:
+        return Outcome(Verdict.PASSED, "assert_close", largest=largest)
+    if not case.problems and not case.plain.mismatched:  # NaN and inf in the same places
+        return Outcome(Verdict.PASSED, "assert_close", case.plain, largest=_largest(case.plain))
+    final = bool(case.problems) or (case.exact and not _eager_varies(case))
+    return Outcome(Verdict.FAILED, "assert_close", case.plain, final=final)
+
+
+def float64_reference(case: Case, so_far: Outcome) -> Outcome | None:
+    """Rule 2 (rules.by_reference): compiled against the float64 reference, where a plain eager
+    re-run reproduces eager."""
+    if case.exact or so_far.final or not case.evidence.reference_given:
+        return None
+    reproduced = case.evidence.reproduction(case.name, case.e)
+    if reproduced.kind == "differs":
+        return None  # eager varies here: the run-to-run spread judges it
+    assert so_far.scan is not None
+    if reproduced.kind == "unavailable":
+        line = (
+            f"  Not judged by the float64 reference or eager's rounding noise: no faithful "
+            f"re-run: {reproduced.how}."
+        )
+        return Outcome(Verdict.FAILED, "float64 reference", so_far.scan, (line,))
+    r, why_not = case.evidence.reference(case.name, case.e)
+    if r is None:
+        line = f"  No float64 reference here ({why_not}): judged by the plain tolerance."
+        return Outcome(Verdict.FAILED, "float64 reference", so_far.scan, (line,))
+    judged = rules.by_reference(case.e, case.c, r, case.rtol, case.atol, so_far.scan)
+    if judged.passed:
+        note = _reference_note(case, judged.verdict, r)
+        return Outcome(Verdict.EXCUSED, "float64 reference", judged.verdict, note=note)
+    return Outcome(
+        Verdict.FAILED,
+        "float64 reference",
+        judged.verdict,
+        tuple(judged.lines),
+        final=judged.boundaries.wrong > 0,  # compiled is wrong there: nothing excuses that
+        boundaries=judged.boundaries,
+    )
+
+
+def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
+    """Rule 3 (rules.by_rounding_noise): compiled moved no further than eager's own rounding
+    noise moves eager; its mirrored sample where the first does not excuse the leaf. NaN and inf
+    placement is never noise."""
+    scan = so_far.scan
+    if case.exact or so_far.final or not case.evidence.noise_given or scan is None:
+        return None
+    if scan.mismatched != scan.value_mismatches:
+        return None
+    if case.evidence.reproduction(case.name, case.e).kind != "reproduced":
+        return None
+    lines: list[str] = []
+    unexcused = 0
+    for mirrored in (False, True):
+        sample = case.evidence.noise(case.name, case.e, mirrored=mirrored)
+        if sample is None:
+            continue
+        if sample.raised:
+            lines.append(f"  Not judged by eager's rounding noise: it raised {sample.raised}.")
+            break
+        if sample.noisy is None or sample.base is None:
+            break
+        judged = rules.by_rounding_noise(
+            case.e, case.c, sample.noisy, sample.base, scan, so_far.boundaries, mirrored=mirrored
+        )
+        lines += judged.lines
+        unexcused = judged.unexcused
+        if judged.passed:
+            note = _noise_note(case, judged)
+            return Outcome(Verdict.EXCUSED, "eager's rounding noise", judged.verdict, note=note)
+    return Outcome(
+        Verdict.FAILED, "eager's rounding noise", scan, tuple(lines), final=unexcused > 0
+    )
+
+
+def run_to_run_spread(case: Case, so_far: Outcome) -> Outcome | None:
+    """Rule 4 (rules.by_eager_spread): where eager's own runs differ (a plain re-run does not
+    reproduce it, or one of a few more differs where the rules failed), compiled within eager's
+    run-to-run spread passes, with a note. Whatever the rules before it found, they judged one
+    eager run: where eager varies, that is what compiled is held to. Metadata it cannot excuse."""
+    if case.problems:
+        return None
+    if case.exact:
+        if not _eager_varies(case):
+            return None
+        how = case.evidence.reproduction(case.name, case.e).how
+        line = f"  {rules.nondeterministic_text(how)}"
+        return Outcome(
+            Verdict.FAILED,
+            "eager's run-to-run spread",
+            so_far.scan,
+            (line,),
+            final=True,
+            nondeterministic=True,
+        )
+    reproduced = case.evidence.reproduction(case.name, case.e)
+    if reproduced.kind == "unavailable":
+        return None
+    if reproduced.kind == "differs":
+        samples = case.evidence.spread_samples(case.name, case.e)
+        how = reproduced.how
+        if samples is None:
+            line = f"  {rules.nondeterministic_text(how)}"
+            return Outcome(
+                Verdict.FAILED,
+                "eager's run-to-run spread",
+                so_far.scan,
+                (line,),
+                final=True,
+                nondeterministic=True,
+            )
+        alerted: Callable[[], bool] = case.evidence.alerted
+    else:
+        samples, how = case.evidence.late_samples(case.name, case.e)
+        if not samples:
+            return None
+        alerted = _no_alert
+    judged = rules.by_eager_spread(
+        case.name, case.e, case.c, samples, case.rtol, case.atol, how, alerted
+    )
+    verdict = Verdict.EXCUSED if judged.passed else Verdict.FAILED
+    return Outcome(
+        verdict,
+        "eager's run-to-run spread" if judged.nondeterministic else "checker's limit",
+        judged.verdict,
+        tuple(judged.lines),
+        judged.note,
+        final=True,
+        nondeterministic=judged.nondeterministic,
+    )
+
+
+ORDER: tuple[tuple[str, Judge], ...] = (
+    ("assert_close", assert_close),
+    ("float64 reference", float64_reference),
+    ("eager's rounding noise", rounding_noise),
+    ("eager's run-to-run spread", run_to_run_spread),
+)
+"""The judges in the order docs/compared.md lists them; then the control (parity.py), which
+judges every kind of leaf."""
+
+CONTROL = "the control"
+"""The last judge: a difference the control run shows too is the checker's own, not judged."""
+
+
+def judge(case: Case) -> Outcome:
+    """The leaf's outcome: the first judge that passes or excuses it, else the failure with the
+    lines of every judge that tried (a final failure is one the tolerance rules after it leave
+    alone: they say so by not applying)."""
+    so_far = Outcome(Verdict.FAILED, "")
+    lines: list[str] = []
+    for rule, decide in ORDER:
+        outcome = decide(case, so_far)
+        if outcome is None:
+            continue
+        if outcome.verdict is Verdict.PASSED and rule == ORDER[0][0]:
+            return outcome
+        if outcome.passed:
+            return _excused(case, outcome, rule)
+        lines += outcome.lines
+        so_far = dataclasses.replace(outcome, lines=tuple(lines))
+    return dataclasses.replace(so_far, largest=_largest(case.plain))
+
+
+def _excused(case: Case, outcome: Outcome, rule: str) -> Outcome:
+    """`outcome`, an excuse, checked: no judge but the first passes a leaf outside the plain
+    tolerance without naming itself; under the excuse audit, every excuse fails instead."""
+    if outcome.verdict is Verdict.PASSED:
+        raise JudgingError(
+            f"the {rule} rule passed {case.name} outside the plain tolerance without an excuse: "
+            "an internal error of the checker, please report it"
+        )
+    largest = _largest(case.plain)
+    if os.environ.get(AUDIT_ENVIRONMENT) == "1":
+        line = (
+            f"  Excused by the {outcome.rule} rule, failed by {AUDIT_ENVIRONMENT}=1: {outcome.note}"
+        )
+        failed = Verdict.FAILED
+        return dataclasses.replace(
+            outcome, verdict=failed, lines=(line,), final=True, largest=largest
+        )
+    return dataclasses.replace(outcome, largest=largest)
+
+
+def _largest(plain: Scan) -> tuple[float, float]:
+    return plain.abs_all.value, plain.rel_all.value
+
+
+def _eager_varies(case: Case) -> bool:
+    return case.evidence.reproduction(case.name, case.e).kind == "differs"
+
+
+def _no_alert() -> bool:
+    return False
+
+
+# --- what an excuse says ----------------------------------------------------------------------
+
+
+def _outside(case: Case, plain: Scan) -> str:
+    """Where the leaf is outside the plain tolerance, which an excuse must account for."""
+    placed = plain.mismatched - plain.value_mismatches
+    where = f"{placed} NaN/inf placement(s)" if placed else ""
+    if plain.value_mismatches:
+        where = (
+            f"{plain.value_mismatches} value(s), greatest |compiled - eager| "
+            + num(plain.abs_bad.value)
+            + (f", and {where}" if where else "")
+        )
+    return f"{case.name}: outside assert_close's tolerance at {where} of {plain.numel} element(s)"
+
+
+def _reference_note(case: Case, verdict: Scan, r: Tensor) -> str:
+    """Rule 2's excuse: how far each side is from the float64 reference."""
+    parts = [
+        f"{_outside(case, case.plain)}; excused by the float64 reference: compiled is "
+        f"{num(distance(case.c, r).value)} from it where eager is {num(distance(case.e, r).value)} "
+        f"(allowed: {rules.REFERENCE_SLACK:g}x eager's error and reduction-order noise)"
+    ]
+    if verdict.rescued:
+        parts.append(
+            f"compiled is finite and agrees with the float64 reference at {verdict.rescued} "
+            "element(s) where eager is not (eager overflowed or lost precision there): compiled "
+            "is right"
+        )
+    if verdict.unjudged:
+        parts.append(
+            f"not judged at {verdict.unjudged} element(s) where eager is non-finite and compiled "
+            f"is not: {case.e.dtype} has no wider reference to tell which is right (an overflow "
+            "at the dtype's range only one side makes)"
+        )
+    return "; ".join(parts)
+
+
+def _noise_note(case: Case, judged: rules.Judgement) -> str:
+    """Rule 3's excuse: the boundary elements eager's noise crosses too, and the rms."""
+    evidence = "; ".join(line.strip() for line in judged.lines[1:])
+    return f"{_outside(case, case.plain)}; excused by eager's rounding noise: {evidence}"
