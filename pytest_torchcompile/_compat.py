@@ -301,28 +301,56 @@ def version_counter(tensor: torch.Tensor) -> int | None:
         return None
 
 
+@dataclasses.dataclass(frozen=True)
+class ProcessSwitches:
+    """What a check may switch for the whole process, as it was: captured before a check, put
+    back before eager runs (the compiled side runs first, and the first torch.compile in a
+    process calls `torch.distributions.Distribution.set_default_validate_args(False)`, in
+    torch/_dynamo/eval_frame.py, for good) and when the check ends, so eager and the test see
+    what they would see without the plugin. Grad mode, the default dtype and the
+    deterministic-algorithms flags are kept the same way."""
+
+    validate_args: bool
+    grad: bool
+    dtype: torch.dtype
+    deterministic: bool
+    warn_only: bool
+
+    @classmethod
+    def capture(cls) -> ProcessSwitches:
+        return cls(
+            torch.distributions.Distribution._validate_args,
+            torch.is_grad_enabled(),
+            torch.get_default_dtype(),
+            torch.are_deterministic_algorithms_enabled(),
+            torch.is_deterministic_algorithms_warn_only_enabled(),
+        )
+
+    def restore(self) -> None:
+        torch.distributions.Distribution.set_default_validate_args(self.validate_args)
+        torch.set_grad_enabled(self.grad)
+        torch.set_default_dtype(self.dtype)
+        torch.use_deterministic_algorithms(self.deterministic, warn_only=self.warn_only)
+
+
+def compiled_switches() -> None:
+    """Switch what torch.compile's first call in a process switches for good (TorchPatcher in
+    torch/_dynamo/eval_frame.py): distributions' argument validation off. Set before each
+    compiled run, so every one runs as any compiled call after the first does, whichever check
+    of the session compiled first; eager runs under the user's own `ProcessSwitches`."""
+    torch.distributions.Distribution.set_default_validate_args(False)
+
+
 @contextmanager
 def process_switches_kept() -> Iterator[None]:
-    """Put back, on the way out, what a check may switch for the whole process.
-
-    The first torch.compile in a process calls
-    `torch.distributions.Distribution.set_default_validate_args(False)` (torch/_dynamo/
-    eval_frame.py) for good; a test that expects a distribution to reject its arguments would
-    then see none of it. Grad mode, the default dtype, the deterministic-algorithms flags and the
-    warnings filters are kept the same way. The RNG is left as the eager call leaves it.
-    """
-    validate = torch.distributions.Distribution._validate_args
-    grad, dtype = torch.is_grad_enabled(), torch.get_default_dtype()
-    deterministic = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
+    """Put back, on the way out, what a check may switch for the whole process
+    (`ProcessSwitches`), and the warnings filters. The RNG is left as the eager call leaves it."""
+    switches = ProcessSwitches.capture()
     with warnings.catch_warnings():  # the filters, restored on exit
         try:
             yield
         finally:
-            torch.distributions.Distribution.set_default_validate_args(validate)
-            torch.set_grad_enabled(grad)
-            torch.set_default_dtype(dtype)
-            torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
+            switches.restore()
 
 
 # --- compile failures (lead) ---

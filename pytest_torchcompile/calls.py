@@ -62,14 +62,15 @@ class Call:
     rng: RngState
     shared: pystate.SharedContainers
     before: dict[str, Any]  # the shared containers before the call
+    switches: _compat.ProcessSwitches  # the process-wide state the user had set
     side: CompiledSide  # the compiled side's path, which the control takes with no compiler
 
     def from_before(
         self, copier: Callable[[Any, dict[int, Any]], Any], run: Callable[..., SideResult]
     ) -> Callable[[], SideResult]:
         """A thunk calling `run(module, args, kwargs)` on a fresh copy of the call as it was
-        (made by `copier`: clone_tree, upcast_tree...), from the same RNG and containers,
-        leaving the caller's RNG and containers as eager left them."""
+        (made by `copier`: clone_tree, upcast_tree...), from the same RNG, containers and
+        process-wide switches, leaving the caller's RNG and containers as eager left them."""
 
         def from_the_snapshot() -> SideResult:
             if self.lacking:
@@ -81,6 +82,7 @@ class Call:
             module, args, kwargs = self.pristine.copy(self.snapshot_of, copier)
             self.rng.restore()
             self.shared.restore(self.before)
+            self.switches.restore()
             try:
                 return run(module, args, kwargs)
             finally:
@@ -185,6 +187,7 @@ class CallRunner:
         # hold the same plain attributes under the same names.
         watch = Watch.of(state_after(*snapshot_of))
         rng = RngState.capture()
+        switches = _compat.ProcessSwitches.capture()
         shared = self._shared_containers(fn)
         before = shared.snapshot()
 
@@ -218,6 +221,7 @@ class CallRunner:
             self._note(FALLBACK_RANDOM_NOTE)
         rng.restore()
         shared.restore(before)  # the eager run starts from the state the compiled one did
+        switches.restore()  # and under the process-wide state the user set, not torch.compile's
         eager_side = Side(fn, module, args, dict(kwargs))
         eager = run_side(eager_side, self.settings.compares_backward, nothing, wait=False)
         lacking = pristine.lacks(watch, state_left(eager, eager_side))
@@ -233,6 +237,7 @@ class CallRunner:
             rng,
             shared,
             before,
+            switches,
             self.compiled,
         )
 

@@ -200,6 +200,7 @@ class CompiledSide:
         copies, which show the tensors it changed. `watch` is the caller's state before the
         call, which the copies start from."""
         self._copied_afresh = False
+        self._switch_as_compiled()
         entry = self._compiled_for(fn)
         memo = self._copies_of_modules((args, dict(kwargs)))
         # Shaped as (module, args, kwargs), so an uncopyable input is named as the input it is.
@@ -218,6 +219,12 @@ class CompiledSide:
         # of their state by the caller's, which they were synced from.
         now = state_left(result, side)
         return result, bool(watch.attributes_changed(now) or copies.rebound(now)), copies
+
+    def _switch_as_compiled(self) -> None:
+        """The process-wide state a compiled call runs under (none is switched by the control,
+        which compiles nothing)."""
+        if self.settings.backend != CONTROL_BACKEND:
+            _compat.compiled_switches()
 
     def run_control(
         self,
@@ -310,6 +317,7 @@ class CompiledSide:
             target = module_copy if module_copy is not None else randomness.own_code(fn)
             as_user = entry.as_user = AsUser(module_copy, self._compile(target, as_user=True))
         _, user_args, user_kwargs = clone_tree((None, args, dict(kwargs)))
+        self._switch_as_compiled()
         mark_inputs((user_args, user_kwargs), self.settings.dim_marks, (args, kwargs))
         side = self._side(as_user.compiled, as_user.module_copy, user_args, user_kwargs)
         result = run_side(side, self.settings.compares_backward, nothing, wait=False)

@@ -533,6 +533,7 @@ class _Comparer:
         self.plain = _PlainVerdicts(options)
         self.leaves: list[LeafComparison] = []
         self._controlled = controlled  # the control judges failures (not within the control)
+        self._holding: set[int] = set()  # objects compared by what they hold, being walked
         self._eager = SideResult(None, None, {}, {})
 
     def compare(self, eager: SideResult, compiled: SideResult) -> ParityReport:
@@ -602,14 +603,8 @@ class _Comparer:
             wide = torch.float64 if isinstance(e, float) else torch.complex128
             e_t, c_t = torch.tensor(e, dtype=wide), torch.tensor(c, dtype=wide)
             self._values(name, e_t, c_t, [])
-        elif e is not c and not trees.comparable(e):
-            note = (
-                f"{name}: cannot compare a {type(e).__qualname__} (it has no pytree "
-                "registration, __tensor_flatten__, to_dense() or equality of its own)"
-            )
-            self.leaves.append(
-                LeafComparison(name, Verdict.NOT_JUDGED, note=note, rule="uncomparable")
-            )
+        elif e is not c and trees.by_identity(e):
+            self._held(name, e, c, section)
         else:
             try:
                 equal = bool(e == c)
@@ -622,6 +617,34 @@ class _Comparer:
             else:
                 body = f"{name}: eager has {e!r}, compiled has {c!r}."
                 self._fail(name, body, section, eager_value=e)
+
+    def _held(self, name: str, e: Any, c: Any, section: str) -> None:
+        """Two runs' objects that compare by identity alone, compared by what they hold (each
+        object once on the way down: one that holds itself is not walked again)."""
+        e_held, c_held = trees.held(e), trees.held(c)
+        if e_held is None or c_held is None:
+            note = (
+                f"{name}: cannot compare a {type(e).__qualname__} (it compares by identity, "
+                "and holds no attributes the checker can compare)"
+            )
+            self.leaves.append(
+                LeafComparison(name, Verdict.NOT_JUDGED, note=note, rule="uncomparable")
+            )
+        elif dict(e_held).keys() != dict(c_held).keys():
+            only_e = ", ".join(k for k, _ in e_held if k not in dict(c_held)) or "none"
+            only_c = ", ".join(k for k, _ in c_held if k not in dict(e_held)) or "none"
+            body = (
+                f"{name}: attributes differ; only in eager: {only_e}; only in compiled: {only_c}."
+            )
+            self._fail(name, body, section, eager_value=e)
+        elif not e_held:
+            self.leaves.append(LeafComparison(name, Verdict.PASSED, rule="equality"))
+        elif id(e) not in self._holding:
+            self._holding.add(id(e))
+            theirs = dict(c_held)
+            for suffix, item in e_held:
+                self.walk(name + suffix, item, theirs[suffix], section)
+            self._holding.discard(id(e))
 
     def _tensor(self, name: str, e: Tensor, c: Tensor, section: str) -> None:
         problems = [

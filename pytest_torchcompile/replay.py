@@ -7,7 +7,9 @@ share: each replays the Recorder's calls in order, so failures that depend on ea
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
 from pytest_torchcompile.errors import ParityError
 from pytest_torchcompile.recorder import Call
@@ -30,7 +32,8 @@ def replay(calls: list[Call], settings: Settings, *, examples: bool = False) -> 
     The calls are copied first, so the recording stays as it was. An exception that both sides
     raised alike is what the test saw too; the replay goes on.
     """
-    copies: list[Call] = clone_tree(calls)
+    memo: dict[int, Any] = {}  # one memo: a module the calls share stays shared in the copies
+    copies = [_copied(call, memo) for call in calls]
     checker = Checker(settings, examples=examples)
     with isolated(checker.accountant):
         for number, call in enumerate(copies, 1):
@@ -42,6 +45,13 @@ def replay(calls: list[Call], settings: Settings, *, examples: bool = False) -> 
             except Exception:  # raised alike on both sides, or a budget verdict: not a divergence
                 continue
     return None
+
+
+def _copied(call: Call, memo: dict[int, Any]) -> Call:
+    """A recorded call with its own copies of the callable and inputs (non-leaf inputs stay
+    non-leaves, which a plain deepcopy of the record would refuse)."""
+    fn, args, kwargs = clone_tree((call.fn, call.args, call.kwargs), memo)
+    return dataclasses.replace(call, fn=fn, args=args, kwargs=kwargs)
 
 
 __all__ = ["Divergence", "replay"]

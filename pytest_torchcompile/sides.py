@@ -32,14 +32,22 @@ class SideResult:
     raised_in_backward: bool = False  # the exception came from the backward, not the call
 
 
+GradTarget = torch.Tensor | torch.autograd.graph.GradientEdge
+
+
 def _grad_targets(
     module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> dict[str, torch.Tensor]:
-    """Leaf tensors whose gradients the check compares: inputs, then parameters."""
-    targets: dict[str, torch.Tensor] = {}
+) -> dict[str, GradTarget]:
+    """What the check compares the gradients of, taken before the call: input tensors, then
+    parameters. A non-leaf input (computed earlier, or a view) is taken as the gradient edge it
+    was passed in on: the gradient autograd passes on to the leaf behind it, whatever the call
+    then does to it in place (a compiled call's in-place update rebinds the input's history
+    after the output's)."""
+    targets: dict[str, GradTarget] = {}
     for name, value in named_inputs(args, kwargs):
-        if isinstance(value, torch.Tensor) and value.requires_grad and value.is_leaf:
-            targets[f"grad of {name}"] = value
+        if isinstance(value, torch.Tensor) and value.requires_grad:
+            edge = value if value.is_leaf else torch.autograd.graph.get_gradient_edge(value)
+            targets[f"grad of {name}"] = edge
     if module is not None:
         for pname, param in module.named_parameters():
             if param.requires_grad:
@@ -125,7 +133,10 @@ def run_side(
         try:
             with around():
                 computed = torch.autograd.grad(
-                    outputs, list(targets.values()), cotangents, allow_unused=True
+                    outputs,
+                    list(targets.values()),  # type: ignore[arg-type]  # tensors and edges mixed
+                    cotangents,
+                    allow_unused=True,
                 )
                 if wait:
                     synchronize()

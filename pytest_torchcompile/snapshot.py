@@ -48,24 +48,68 @@ def clone_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
     """A deep copy whose tensors keep their strides, storage offsets and aliasing.
 
     torch's own deepcopy of a tensor copies its storage once per deepcopy call and rebuilds the
-    view, so `x` and `x[1:]` stay views of one copied storage. Non-leaf tensors (which deepcopy
-    refuses) are copied detached, keeping requires_grad, as a fresh leaf; sparse and other
-    non-strided tensors (which have no storage to share) are cloned. Objects already in `memo`
-    are replaced by what it maps them to. What cannot be copied at all raises
+    view, so `x` and `x[1:]` stay views of one copied storage. A parameter's own deepcopy would
+    drop its `.grad`, its attributes and the storage it shares: parameters are copied here as
+    tensors are, with all three (`_parameter_copy`). A non-leaf tensor (which deepcopy refuses)
+    stays a non-leaf, its gradient flowing to a copy of the leaf behind it (`_non_leaf_copy`);
+    sparse and other non-strided tensors (which have no storage to share) are cloned. Objects
+    already in `memo` are replaced by what it maps them to. What cannot be copied at all raises
     UncopyableInputError naming it.
     """
     memo = {} if memo is None else memo
     for leaf in leaves(tree):
+        for parameter in _parameters_within(leaf):
+            if id(parameter) not in memo:
+                memo[id(parameter)] = _parameter_copy(parameter, memo)
         if not isinstance(leaf, torch.Tensor) or id(leaf) in memo:
             continue
         if leaf.layout != torch.strided:
             memo[id(leaf)] = leaf.detach().clone().requires_grad_(leaf.requires_grad)
         elif leaf.grad_fn is not None:
-            memo[id(leaf)] = copy.deepcopy(leaf.detach(), memo).requires_grad_(leaf.requires_grad)
+            memo[id(leaf)] = _non_leaf_copy(leaf, memo)
     try:
         return copy.deepcopy(tree, memo)
     except Exception as exc:
         raise UncopyableInputError(_uncopyable(tree, exc)) from exc
+
+
+def _parameters_within(value: Any) -> Iterator[torch.nn.Parameter]:
+    """The plain parameters of a module or optimizer among a call's leaves, or the leaf itself."""
+    if isinstance(value, torch.nn.Module):
+        found: Iterator[Any] = value.parameters()
+    elif isinstance(value, torch.optim.Optimizer):
+        found = (p for group in value.param_groups for p in group["params"])
+    else:
+        found = iter([value])
+    return (p for p in found if type(p) is torch.nn.Parameter)
+
+
+def _parameter_copy(parameter: torch.nn.Parameter, memo: dict[int, Any]) -> torch.nn.Parameter:
+    """A parameter copied as deepcopy copies a tensor (its storage once, with the views on it),
+    with its `.grad` and its attributes, which `Parameter.__deepcopy__` drops."""
+    copied = torch.nn.Parameter(copy.deepcopy(parameter.detach(), memo), parameter.requires_grad)
+    if parameter.grad is not None:
+        copied.grad = copy.deepcopy(parameter.grad, memo)
+    copied.__dict__.update(copy.deepcopy(parameter.__dict__, memo))
+    return copied
+
+
+def _non_leaf_copy(t: torch.Tensor, memo: dict[int, Any]) -> torch.Tensor:
+    """A non-leaf tensor's copy: a non-leaf too, with its strides, behind a copy of the leaf
+    (or, for a view, of the tensor) it came from, so the call can write into it as into the
+    original and its gradient is the original's. A view is rebuilt as a view of its base's copy
+    (`x.t()` of a leaf `x` passed with `x` stays a view of `x`'s copy)."""
+    base = t._base
+    if base is not None:
+        if id(base) not in memo:
+            memo[id(base)] = (
+                _non_leaf_copy(base, memo) if base.grad_fn else copy.deepcopy(base, memo)
+            )
+        copied: torch.Tensor = memo[id(base)].as_strided(t.shape, t.stride(), t.storage_offset())
+        return copied
+    behind = copy.deepcopy(t.detach(), memo).requires_grad_(t.requires_grad)
+    out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+    return out.copy_(behind)
 
 
 def _uncopyable(tree: Any, exc: Exception) -> str:
@@ -344,7 +388,7 @@ class _Mark:
     @classmethod
     def of(cls, t: torch.Tensor) -> _Mark:
         grad = t.grad if t.is_leaf else None
-        version = _compat.version_counter(t) if t.is_leaf else None
+        version = _compat.version_counter(t)
         grad_version = None if grad is None else _compat.version_counter(grad)
         return cls(version, t.requires_grad, grad, grad_version)
 

@@ -4,12 +4,14 @@ Containers (dataclasses, named tuples and structseqs, tuples, lists, dicts) are 
 beyond them, what a library returns is looked into the ways it offers: a type registered with
 torch's pytree, a traceable tensor subclass's inner tensors (`__tensor_flatten__`), a
 distribution's tensors, and a dense view (`to_dense()`, e.g. GPyTorch's `LinearOperator`). What
-is left and has no equality of its own cannot be compared, and the checker says so rather than
-comparing identities.
+is left and compares by identity alone is compared by what it holds (`held`); where it holds
+nothing the checker can see, it cannot be compared, and the checker says so rather than comparing
+identities.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import enum
 import types
@@ -56,19 +58,33 @@ def children(value: Any, *, inner_tensors: bool = False) -> Children | None:
     return None
 
 
-def comparable(value: Any) -> bool:
-    """Whether a leaf that is no tensor means something by its equality.
-
-    Values with an equality of their own, singletons compared by identity (dtypes, enum members,
-    classes, functions, objects without instance state) are; an instance whose class keeps state
-    in attributes but compares by identity alone (two runs always build two) is not.
-    """
-    if value is None or isinstance(value, _IDENTITY_TYPES):
-        return True
+def by_identity(value: Any) -> bool:
+    """Whether a leaf that is no tensor compares by identity alone: its class keeps the equality
+    of `object`, or one that a copy of the value fails (`return self is other`, as
+    `torch.distributions.Transform` has). Two runs always build two such objects: they are
+    compared by what they hold (`held`). Singletons (dtypes, enum members, classes, functions),
+    plain values and modules are not."""
+    if value is None or isinstance(value, (*_PLAIN_TYPES, *_IDENTITY_TYPES, torch.nn.Module)):
+        return False
     equality: Any = type(value).__eq__
-    return equality is not object.__eq__ or not hasattr(value, "__dict__")
+    if equality is object.__eq__:
+        return True
+    try:
+        return not bool(copy.copy(value) == value)
+    except Exception:  # no copy, or an equality that raises: leave it to the equality
+        return False
 
 
+def held(value: Any) -> Children | None:
+    """What an object that compares by identity holds, by attribute name: its instance state;
+    None where it keeps none in a `__dict__` (slots, or a C type), and cannot be compared."""
+    state = getattr(value, "__dict__", None)
+    if not isinstance(state, dict):
+        return None
+    return [(f".{name}", item) for name, item in sorted(state.items())]
+
+
+_PLAIN_TYPES = (bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)
 _IDENTITY_TYPES = (
     enum.Enum,
     type,
@@ -100,4 +116,4 @@ def _dense_view(value: Any) -> bool:
     return not isinstance(value, Tensor | type) and callable(getattr(value, "to_dense", None))
 
 
-__all__ = ["Children", "children", "comparable"]
+__all__ = ["Children", "by_identity", "children", "held"]

@@ -13,7 +13,7 @@ from torch.utils import _pytree
 from pytest_torchcompile import parity
 from pytest_torchcompile.parity import CompareOptions
 from pytest_torchcompile.sides import SideResult, differentiable_outputs
-from pytest_torchcompile.trees import children, comparable
+from pytest_torchcompile.trees import by_identity, children
 
 
 class Registered:
@@ -43,7 +43,23 @@ class Dense:
 
 
 class Opaque:
-    pass
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 1
+
+
+class Held:
+    """Compares by identity, as torch.distributions.Transform does; holds a tensor."""
+
+    def __init__(self, scale: torch.Tensor) -> None:
+        self.scale = scale
+        self.name = "held"
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    __hash__ = object.__hash__
 
 
 def test_registered_types_flatten_with_their_key_names() -> None:
@@ -79,10 +95,19 @@ def test_a_dense_view_is_compared() -> None:
 
 @pytest.mark.parametrize(
     ("value", "expected"),
-    [(None, True), (3, True), ("s", True), (Opaque(), False), (torch.nn.ReLU(), False)],
+    [
+        (None, False),
+        (3, False),
+        ("s", False),
+        (torch.float32, False),
+        (Opaque(), True),
+        (Held(torch.ones(1)), True),
+        (torch.distributions.transforms.ExpTransform(), False),  # equal to any other
+        (torch.nn.ReLU(), False),
+    ],
 )
-def test_comparable_means_an_equality_of_its_own(value: Any, expected: bool) -> None:
-    assert comparable(value) is expected
+def test_by_identity_means_no_equality_of_its_own(value: Any, expected: bool) -> None:
+    assert by_identity(value) is expected
 
 
 def test_differentiable_outputs_are_found_inside_distributions_and_dense_views() -> None:
@@ -105,6 +130,15 @@ def test_an_opaque_output_is_reported_not_compared_never_by_identity() -> None:
     (leaf,) = report.leaves
     assert not leaf.judged
     assert leaf.note.startswith("output: cannot compare a Opaque (")
+
+
+def test_objects_that_compare_by_identity_are_compared_by_what_they_hold() -> None:
+    # Two runs build two objects: their identity says nothing, their attributes do.
+    report = _compare((Held(torch.ones(2)),), (Held(torch.ones(2)),))
+    assert report.ok
+    assert [leaf.leaf for leaf in report.leaves] == ["output[0].name", "output[0].scale"]
+    wrong = _compare(Held(torch.ones(2)), Held(torch.zeros(2)))
+    assert [leaf.leaf for leaf in wrong.failures] == ["output.scale"]
 
 
 def test_a_wrong_dense_view_or_distribution_fails() -> None:
