@@ -359,6 +359,44 @@ def updated(
     return Budgets(tests)
 
 
+@dataclass(frozen=True)
+class Collected:
+    """What a session collected: the facts that decide which entries an update may remove."""
+
+    whole: bool  # the session collected the whole suite, so an entry no test matches is stale
+    existing: frozenset[str] = frozenset()  # node ids collected or reported, whatever the outcome
+    uncollected: frozenset[str] = frozenset()  # collectors skipped at collection (importorskip)
+
+
+def write_update(
+    path: str | os.PathLike[str],
+    old: Budgets,
+    records: Iterable[ParityRecord],
+    collection: Collected,
+    *,
+    name: str,
+) -> str:
+    """Write the file ``--compile-budgets-update`` writes; return the summary's line about it.
+
+    One function for the plugin and for merging shards' reports, so both keep and remove the
+    same entries. `name` is the file as the user named it.
+    """
+    new = updated(
+        old,
+        records,
+        whole_suite=collection.whole,
+        existing=collection.existing,
+        uncollected=collection.uncollected,
+    )
+    save(path, new)
+    scope = (
+        "the whole suite was collected, so entries of deleted tests were removed"
+        if collection.whole
+        else "part of the suite was collected, so entries of other tests were kept"
+    )
+    return f"{name}: {describe_update(old, new)} ({scope})"
+
+
 def describe_update(old: Budgets, new: Budgets) -> str:
     """What an update changed, per (test, device) entry: e.g. ``2 lowered, 1 added, 1 removed``.
 

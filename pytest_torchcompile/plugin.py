@@ -525,26 +525,18 @@ class _SessionHooks:
         if self._worker:
             self._tell_controller_the_gpu()
             return
-        if run.budget_file is not None and run.budget_path is not None and settings.budgets_update:
-            whole = _whole_suite(self._config, run, exitstatus)
-            new = budgets.updated(
-                run.budget_file,
-                run.records,
-                whole_suite=whole,
-                existing=run.collected | run.reported,
-                uncollected=run.uncollected,
+        budget_file, path, name = run.budget_file, run.budget_path, settings.budgets
+        if budget_file is not None and path is not None and name and settings.budgets_update:
+            collection = budgets.Collected(
+                whole=_whole_suite(self._config, run, exitstatus),
+                existing=frozenset(run.collected | run.reported),
+                uncollected=frozenset(run.uncollected),
             )
-            budgets.save(run.budget_path, new)
-            scope = (
-                "the whole suite was collected, so entries of deleted tests were removed"
-                if whole
-                else "part of the suite was collected, so entries of other tests were kept"
+            run.updated = budgets.write_update(
+                path, budget_file, run.records, collection, name=name
             )
-            run.updated = (
-                f"{settings.budgets}: {budgets.describe_update(run.budget_file, new)} ({scope})"
-            )
-        elif run.budget_file is not None and settings.budgets is not None:
-            run.verdicts = budgets.verdicts(run.budget_file, run.records, source=settings.budgets)
+        elif budget_file is not None and name:
+            run.verdicts = budgets.verdicts(budget_file, run.records, source=name)
         if run.report_path is not None:
             document = json_report(
                 run.records, versions=runtime_versions(), budget_verdicts=run.verdicts
