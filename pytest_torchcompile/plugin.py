@@ -5,6 +5,8 @@ Loading this module must not import torch: a session without parity tests never 
 
 from __future__ import annotations
 
+import glob
+import os
 import sys
 import tempfile
 from collections.abc import Generator
@@ -505,7 +507,7 @@ class _SessionHooks:
             self._run.uncollected.add(report.nodeid)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """An xdist worker tells the controller every test it collected (see `_whole_suite`)."""
+        """An xdist worker tells the controller every test it collected (see `_collected`)."""
         if self._worker and self._settings.budgets_update:
             output: dict[str, Any] = self._config.workeroutput  # type: ignore[attr-defined]
             output[COLLECTED_OUTPUT] = sorted(self._run.collected)
@@ -527,11 +529,7 @@ class _SessionHooks:
             return
         budget_file, path, name = run.budget_file, run.budget_path, settings.budgets
         if budget_file is not None and path is not None and name and settings.budgets_update:
-            collection = budgets.Collected(
-                whole=_whole_suite(self._config, run, exitstatus),
-                existing=frozenset(run.collected | run.reported),
-                uncollected=frozenset(run.uncollected),
-            )
+            collection = _collected(self._config, run, exitstatus)
             run.updated = budgets.write_update(
                 path, budget_file, run.records, collection, name=name
             )
@@ -581,28 +579,48 @@ class _SessionHooks:
             terminalreporter.write_line(line)
 
 
-def _whole_suite(config: pytest.Config, run: _Run, exitstatus: int) -> bool:
-    """Whether this run collected the whole suite, so a budget entry no test matches is stale.
+def _collected(config: pytest.Config, run: _Run, exitstatus: int) -> budgets.Collected:
+    """What this session collected, for the budget update and the JSON report.
 
-    True when pytest collected its testpaths or rootdir (no path or node-id arguments, no
-    --ignore, --ignore-glob or --lf), nothing failed to collect, the run was not interrupted,
-    and under xdist every worker reported what it collected. -k, -m, --deselect and -x do not
-    matter: deselected and unreached tests were collected, so their entries stay.
+    Its scope is the paths pytest collected from (arguments, testpaths or the invocation
+    directory) less --ignore'd ones; node-id arguments add none. It has no scope (it cannot vouch
+    for what it collected) when something failed to collect, the run was interrupted, an xdist
+    worker did not report what it collected, or --lf, --ignore-glob or --pyargs narrowed
+    collection in a way paths cannot say. -k, -m, --deselect, -x and pytest-split do not narrow
+    it: the tests they leave out were still collected.
     """
-    narrowed = (
-        config.args_source is pytest.Config.ArgsSource.ARGS
-        or bool(config.getoption("ignore", None))
-        or bool(config.getoption("ignore_glob", None))
-        or bool(config.getoption("lf", False))
-    )
     distributed = config.pluginmanager.getplugin("dsession") is not None
-    workers_told = not distributed or (run.workers_collected > 0 and not run.worker_lost)
-    return (
-        not narrowed
-        and not run.collection_failed
+    complete = (
+        not run.collection_failed
         and exitstatus != pytest.ExitCode.INTERRUPTED
-        and workers_told
+        and (not distributed or (run.workers_collected > 0 and not run.worker_lost))
+        and not any(config.getoption(name, None) for name in ("lf", "ignore_glob", "pyargs"))
     )
+    root, here = config.rootpath, config.invocation_params.dir
+    scopes: tuple[budgets.Scope, ...] = ()
+    if complete:
+        paths = [arg for arg in config.args if "::" not in arg]
+        scope = budgets.Scope(
+            paths=_rootdir_paths(root, here, paths),
+            ignored=_rootdir_paths(root, here, config.getoption("ignore", None) or []),
+        )
+        scopes = (scope,)
+    testpaths = [
+        found
+        for pattern in config.getini("testpaths")
+        for found in glob.glob(pattern, root_dir=root, recursive=True)
+    ]
+    return budgets.Collected(
+        suite=_rootdir_paths(root, root, testpaths) or (".",),
+        scopes=scopes,
+        existing=frozenset(run.collected | run.reported),
+        uncollected=frozenset(run.uncollected),
+    )
+
+
+def _rootdir_paths(root: Path, here: Path, paths: list[str]) -> tuple[str, ...]:
+    """Paths given relative to `here` (or absolute), as budgets' scope paths under `root`."""
+    return budgets.relative_paths(root, (Path(os.path.abspath(here / path)) for path in paths))
 
 
 class _XdistHooks:

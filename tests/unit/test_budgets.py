@@ -18,6 +18,7 @@ from pytest_torchcompile.budgets import (
     BudgetFileError,
     Budgets,
     Collected,
+    Scope,
     check,
     describe_update,
     dumps,
@@ -441,13 +442,13 @@ def test_write_update_writes_the_merged_file_and_says_what_moved_and_why(tmp_pat
     path = tmp_path / "b.json"
     old = Budgets({NODE: {"cpu": Budget(2)}, "tests/t.py::gone": {"cpu": Budget(1)}})
     run = [record(breaks=1)]
-    whole = write_update(path, old, run, Collected(whole=True), name="ci/b.json")
+    whole = write_update(path, old, run, Collected(scopes=(Scope((".",)),)), name="ci/b.json")
     assert whole == (
         "ci/b.json: 1 lowered, 1 removed (the whole suite was collected, so entries of deleted"
         " tests were removed)"
     )
     assert load(path) == updated(old, run, whole_suite=True)
-    part = write_update(path, old, run, Collected(whole=False), name="b.json")
+    part = write_update(path, old, run, Collected(), name="b.json")
     assert part.endswith(
         "1 lowered (part of the suite was collected, so entries of other tests were kept)"
     )
