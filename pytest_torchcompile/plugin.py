@@ -508,7 +508,7 @@ class _SessionHooks:
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         """An xdist worker tells the controller every test it collected (see `_collected`)."""
-        if self._worker and self._settings.budgets_update:
+        if self._worker and (self._settings.budgets_update or self._settings.report is not None):
             output: dict[str, Any] = self._config.workeroutput  # type: ignore[attr-defined]
             output[COLLECTED_OUTPUT] = sorted(self._run.collected)
 
@@ -527,20 +527,20 @@ class _SessionHooks:
         if self._worker:
             self._tell_controller_the_gpu()
             return
+        collected = _collected(self._config, run, exitstatus)
         budget_file, path, name = run.budget_file, run.budget_path, settings.budgets
         if budget_file is not None and path is not None and name and settings.budgets_update:
-            collection = _collected(self._config, run, exitstatus)
-            run.updated = budgets.write_update(
-                path, budget_file, run.records, collection, name=name
-            )
+            run.updated = budgets.write_update(path, budget_file, run.records, collected, name=name)
         elif budget_file is not None and name:
             run.verdicts = budgets.verdicts(budget_file, run.records, source=name)
         if run.report_path is not None:
             document = json_report(
-                run.records, versions=runtime_versions(), budget_verdicts=run.verdicts
+                run.records,
+                versions=runtime_versions(),
+                collected=collected,
+                coverage_records=run.coverage,
+                budget_verdicts=run.verdicts,
             )
-            if run.coverage:
-                document["coverage"] = coverage.json_coverage(run.coverage)
             save_json(run.report_path, document)
 
     def _tell_controller_the_gpu(self) -> None:

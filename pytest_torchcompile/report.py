@@ -16,10 +16,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pytest_torchcompile import __version__
-from pytest_torchcompile.budgets import BudgetVerdict
+from pytest_torchcompile import __version__, coverage
+from pytest_torchcompile.budgets import BudgetVerdict, Collected
 from pytest_torchcompile.records import (
     CompileCounts,
+    CoverageRecord,
     LeafError,
     ModuleCallRecord,
     ParityRecord,
@@ -243,15 +244,24 @@ def json_report(
     records: Iterable[ParityRecord],
     *,
     versions: Mapping[str, str],
+    collected: Collected,
+    coverage_records: Iterable[CoverageRecord] = (),
     budget_verdicts: Mapping[str, BudgetVerdict] | None = None,
 ) -> dict[str, Any]:
     """The ``--compile-report`` document, keyed by node id (see report.schema.json).
 
     Strictly JSON: a NaN or infinite error is written as the string "NaN", "Infinity" or
-    "-Infinity". If a node id reports twice (reruns) its last record is the one kept.
+    "-Infinity". If a node id reports twice (reruns) its last record is the entry, and the
+    earlier ones ride along in it. With `collected` and the coverage records it holds what the
+    summary and a budget update need, so the reports of shards can be merged into one.
     """
-    by_node = {r["nodeid"]: r for r in records}
-    tests = {node: _test_entry(by_node[node], budget_verdicts) for node in sorted(by_node)}
+    runs: dict[str, list[ParityRecord]] = {}
+    for record in records:
+        runs.setdefault(record["nodeid"], []).append(record)
+    tests = {node: _test_entry(runs[node][-1], budget_verdicts) for node in sorted(runs)}
+    for node, test in tests.items():
+        if len(runs[node]) > 1:
+            test["earlier_runs"] = [_test_entry(r, None) for r in runs[node][:-1]]
     totals: dict[str, Any] = {
         "tests": len(tests),
         **{
@@ -260,7 +270,27 @@ def json_report(
         },
         "compile_time_s": sum(t["compile_time_s"] for t in tests.values()),
     }
-    return {"format": REPORT_FORMAT, "versions": dict(versions), "totals": totals, "tests": tests}
+    document = {
+        "format": REPORT_FORMAT,
+        "versions": dict(versions),
+        "totals": totals,
+        "collection": _collection_entry(collected),
+        "tests": tests,
+    }
+    reached = sorted(coverage_records, key=lambda r: r["nodeid"])
+    if reached:
+        document["coverage"] = {**coverage.json_coverage(reached), "tests": reached}
+    return document
+
+
+def _collection_entry(collected: Collected) -> dict[str, Any]:
+    return {
+        "whole": collected.whole,
+        "suite": list(collected.suite),
+        "scopes": [{"paths": list(s.paths), "ignored": list(s.ignored)} for s in collected.scopes],
+        "collected": sorted(collected.existing),
+        "uncollected": sorted(collected.uncollected),
+    }
 
 
 def save_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> None:

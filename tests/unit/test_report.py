@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_torchcompile import __version__, records, report
-from pytest_torchcompile.budgets import Budget, BudgetVerdict, check
+from pytest_torchcompile.budgets import Budget, BudgetVerdict, Collected, Scope, check
 from pytest_torchcompile.records import CompileCounts, LeafError
 from pytest_torchcompile.report import (
     json_report,
@@ -239,8 +239,25 @@ def realistic_report() -> dict[str, Any]:
     return json_report(
         run,
         versions={"python": "3.11.7", "torch": "2.13.0+cpu", "triton": "3.4.0"},
+        collected=COLLECTED,
+        coverage_records=[REACHED],
         budget_verdicts=verdicts,
     )
+
+
+# Shard 2 of a directory split: tests/ less tests/unit, a module skipped at collection.
+COLLECTED = Collected(
+    suite=("tests",),
+    scopes=(Scope(("tests",), ("tests/unit",)),),
+    existing=frozenset({ATTENTION, "tests/test_ops.py::test_softmax", "tests/test_ops.py::test_b"}),
+    uncollected=frozenset({"tests/test_optional.py"}),
+)
+REACHED: records.CoverageRecord = {
+    "nodeid": "tests/test_zoo.py::test_resnet",
+    "constructed": ["zoo.ResNet", "zoo.Block"],
+    "calls": [{"module": "zoo.ResNet", "outcome": "checked", "reason": "", "calls": 2}],
+    "inside_checked": ["zoo.Block"],
+}
 
 
 TRIAGED: dict[str, Any] = {
@@ -277,14 +294,16 @@ def test_a_realistic_report_validates_against_the_packaged_schema() -> None:
     document = realistic_report()
     jsonschema.validate(document, schema(), cls=jsonschema.Draft202012Validator)
     json.dumps(document, allow_nan=False)  # strict JSON: NaN and inf became strings
-    plain = json_report([record()], versions={"python": "3.12.1", "torch": "2.11.0"})
+    plain = json_report(
+        [record()], versions={"python": "3.12.1", "torch": "2.11.0"}, collected=Collected()
+    )
     jsonschema.validate(plain, schema(), cls=jsonschema.Draft202012Validator)
     assert "budget" not in plain["tests"][ATTENTION]
 
 
 def test_the_report_holds_every_field_per_node_id_with_versions_at_the_top() -> None:
     document = realistic_report()
-    assert list(document) == ["format", "versions", "totals", "tests"]
+    assert list(document) == ["format", "versions", "totals", "collection", "tests", "coverage"]
     assert document["versions"]["torch"] == "2.13.0+cpu"
     assert list(document["tests"]) == sorted(document["tests"])
     assert document["totals"] == {
@@ -319,11 +338,32 @@ def test_the_report_holds_every_field_per_node_id_with_versions_at_the_top() -> 
     assert document["tests"]["tests/test_ops.py::test_gpu_only[cuda:0]"]["budget"] is None
 
 
-def test_a_rerun_test_keeps_its_last_record() -> None:
+def test_a_rerun_test_keeps_its_last_record_and_the_earlier_ones_ride_along() -> None:
     document = json_report(
-        [record(breaks=3), record(breaks=1)], versions={"python": "3", "torch": "2"}
+        [record(breaks=3, verdict="rerun"), record(breaks=2), record("tests/t.py::once")],
+        versions={"python": "3", "torch": "2"},
+        collected=Collected(),
     )
-    assert document["tests"][ATTENTION]["counts"]["graph_breaks"] == 1
+    rerun = document["tests"][ATTENTION]
+    assert rerun["counts"]["graph_breaks"] == 2
+    assert [(r["verdict"], r["counts"]["graph_breaks"]) for r in rerun["earlier_runs"]] == [
+        ("rerun", 3)
+    ]
+    assert "earlier_runs" not in document["tests"]["tests/t.py::once"]
+    jsonschema.validate(document, schema(), cls=jsonschema.Draft202012Validator)
+
+
+def test_the_report_says_what_was_collected_and_what_each_intercepted_test_reached() -> None:
+    document = realistic_report()
+    assert document["collection"] == {
+        "whole": False,
+        "suite": ["tests"],
+        "scopes": [{"paths": ["tests"], "ignored": ["tests/unit"]}],
+        "collected": sorted(COLLECTED.existing),
+        "uncollected": ["tests/test_optional.py"],
+    }
+    assert document["coverage"]["tests"] == [REACHED]
+    assert document["coverage"]["classes"]["zoo.Block"]["status"] == "inside checked"
 
 
 @pytest.mark.parametrize(
@@ -331,6 +371,11 @@ def test_a_rerun_test_keeps_its_last_record() -> None:
     [
         (("versions", "torch"), None),
         (("format",), 2),
+        (("collection",), None),
+        (("collection", "whole"), "yes"),
+        (("collection", "scopes", 0, "paths", 0), ""),
+        (("coverage", "tests", 0, "calls", 0, "outcome"), "maybe"),
+        (("tests", ATTENTION, "verdict"), "xfailed"),
         (("tests", ATTENTION, "counts", "graph_breaks"), -1),
         (("tests", ATTENTION, "recompiles", 0, "category"), "shape"),
         (("tests", ATTENTION, "largest_errors", 0, "max_abs"), "inf"),
@@ -360,7 +405,9 @@ def test_runtime_versions_come_from_package_metadata() -> None:
     assert versions["torch"].startswith("2.")
     assert versions["pytest_torchcompile"] == __version__
     jsonschema.validate(
-        json_report([], versions=versions), schema(), cls=jsonschema.Draft202012Validator
+        json_report([], versions=versions, collected=Collected()),
+        schema(),
+        cls=jsonschema.Draft202012Validator,
     )
 
 
