@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_torchcompile import budgets, coverage
+from pytest_torchcompile import budgets
 from pytest_torchcompile.errors import NOTE_PREFIX
 from pytest_torchcompile.fixtures import (
     CHECKER_KEY,
@@ -30,13 +30,12 @@ from pytest_torchcompile.fixtures import (
 )
 from pytest_torchcompile.records import CoverageRecord, ParityRecord
 from pytest_torchcompile.report import (
-    intercept_summary_lines,
     json_report,
     junit_properties,
     runtime_versions,
     save_json,
     section_text,
-    summary_lines,
+    session_summary,
 )
 from pytest_torchcompile.settings import (
     MARKER_KEYS,
@@ -561,8 +560,9 @@ class _SessionHooks:
         notable = any(v.status != "unchanged" for v in (run.verdicts or {}).values()) or any(
             "artifacts" in record or "rejected" in record for record in run.records
         )
-        lines = summary_lines(run.records, run.verdicts) if run.report_path or notable else []
-        lines += intercept_summary_lines(run.records) + coverage.summary_lines(run.coverage)
+        lines = session_summary(
+            run.records, run.coverage, run.verdicts, counts=bool(run.report_path or notable)
+        )
         if run.updated is not None:
             lines.append(f"compile budgets updated: {run.updated}")
         if self._settings.report is not None:

@@ -169,6 +169,20 @@ def summary_lines(
     return lines
 
 
+def session_summary(
+    records: Iterable[ParityRecord],
+    coverage_records: Iterable[CoverageRecord],
+    budget_verdicts: Mapping[str, BudgetVerdict] | None = None,
+    *,
+    counts: bool = True,
+) -> list[str]:
+    """The torch.compile section of a session, or of merged shards, before the files it wrote:
+    `summary_lines` (left out where `counts` is false), intercepted calls, class coverage."""
+    records = list(records)
+    lines = summary_lines(records, budget_verdicts) if counts else []
+    return lines + intercept_summary_lines(records) + coverage.summary_lines(coverage_records)
+
+
 def _triaged(records: list[ParityRecord]) -> list[str]:
     """Failing tests with the compiler stage that diverged and the repro to run."""
     triaged = [r for r in records if "artifacts" in r]
