@@ -25,7 +25,7 @@ PROG = "python -m pytest_torchcompile"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         status: int = args.command(args)
     except (merge.ReportError, budgets.BudgetFileError) as exc:
@@ -34,13 +34,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     return status
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    """The command line (its help is the reference; the docs' examples are checked against it)."""
+    command_line = argparse.ArgumentParser(
         prog=PROG,
         description="Merge the --compile-report files of a suite run in shards: check or update "
         "the budget file, print the summary, write one report.",
     )
-    commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    commands = command_line.add_subparsers(required=True, metavar="COMMAND")
     report = commands.add_parser(
         "report", help="print the torch.compile summary of the shards, as one run prints it"
     )
@@ -56,7 +57,7 @@ def _parser() -> argparse.ArgumentParser:
         _takes_reports(action)
         action.add_argument("budgets", metavar="BUDGET_FILE", help="the --compile-budgets file")
         action.set_defaults(command=command)
-    return parser
+    return command_line
 
 
 def _takes_reports(parser: argparse.ArgumentParser) -> None:
