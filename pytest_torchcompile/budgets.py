@@ -3,7 +3,9 @@
 A team records today's counts once (``--compile-budgets-update``). From then on a count above its
 entry fails the test, and a count below it passes with a note to lower the budget, so budgets only
 ratchet down. Pure (no torch, no pytest): the plugin turns `BudgetFileError` into a usage error and
-a regressed `BudgetVerdict` into a test failure.
+a regressed `BudgetVerdict` into a test failure. What an update keeps and removes (`updated`,
+`Collected.whole`, `write_update`) is decided here alone, for a pytest session and for the merged
+reports of a suite run in shards (merge.py) alike.
 
 The file (format 1) is what `dumps` writes: sorted, indented, one count per line, so a review diff
 shows exactly which count of which test moved::
