@@ -3,7 +3,9 @@
 A team records today's counts once (``--compile-budgets-update``). From then on a count above its
 entry fails the test, and a count below it passes with a note to lower the budget, so budgets only
 ratchet down. Pure (no torch, no pytest): the plugin turns `BudgetFileError` into a usage error and
-a regressed `BudgetVerdict` into a test failure.
+a regressed `BudgetVerdict` into a test failure. What an update keeps and removes (`updated`,
+`Collected.whole`, `write_update`) is decided here alone, for a pytest session and for the merged
+reports of a suite run in shards (merge.py) alike.
 
 The file (format 1) is what `dumps` writes: sorted, indented, one count per line, so a review diff
 shows exactly which count of which test moved::
@@ -357,6 +359,103 @@ def updated(
     for nodeid, devices in measured.items():
         tests.setdefault(nodeid, {}).update(devices)
     return Budgets(tests)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """The paths one session collected from (its arguments, or testpaths), less its ``--ignore``s.
+
+    Paths are relative to the rootdir, ``/``-separated, ``.`` for the rootdir itself, so that the
+    scopes of shards run on different machines compare.
+    """
+
+    paths: tuple[str, ...]
+    ignored: tuple[str, ...] = ()
+
+    def holds(self, path: str) -> bool:
+        """Whether the session collected what lies at `path` (a directory or file)."""
+        return any(_within(path, p) for p in self.paths) and not any(
+            _within(path, i) for i in self.ignored
+        )
+
+
+@dataclass(frozen=True)
+class Collected:
+    """What one session, or the shards of one suite together, collected: the facts that decide
+    which entries an update may remove."""
+
+    suite: tuple[str, ...] = (".",)  # what a plain pytest in the rootdir collects: testpaths, or .
+    scopes: tuple[Scope, ...] = ()  # one per session that collected completely
+    existing: frozenset[str] = frozenset()  # node ids collected or reported, whatever the outcome
+    uncollected: frozenset[str] = frozenset()  # collectors skipped at collection (importorskip)
+
+    @property
+    def whole(self) -> bool:
+        """Whether every path of the suite lies in some scope, so an entry no test matches is stale.
+
+        Trying the paths the suite and the scopes name is enough: whether a scope holds a file is
+        decided by the deepest of those paths above it, so each such path stands for its files.
+        """
+        named = {*self.suite, *(p for s in self.scopes for p in (*s.paths, *s.ignored))}
+        inside = [path for path in named if any(_within(path, root) for root in self.suite)]
+        return bool(self.suite) and all(any(s.holds(p) for s in self.scopes) for p in inside)
+
+
+def joined(parts: Iterable[Collected]) -> Collected:
+    """What the shards of one suite collected together (their suites are the same: the caller's
+    check, as it knows which report each came from)."""
+    parts = list(parts)
+    return Collected(
+        suite=parts[0].suite if parts else (".",),
+        scopes=tuple(scope for part in parts for scope in part.scopes),
+        existing=frozenset().union(*(part.existing for part in parts)),
+        uncollected=frozenset().union(*(part.uncollected for part in parts)),
+    )
+
+
+def relative_paths(root: Path, paths: Iterable[Path]) -> tuple[str, ...]:
+    """Absolute `paths` as scope paths under `root`: ``.`` for `root` or above it; a path beside
+    it is left out (it holds nothing of the suite)."""
+    found = set()
+    for path in paths:
+        if path.is_relative_to(root):
+            found.add(path.relative_to(root).as_posix())
+        elif root.is_relative_to(path):
+            found.add(".")
+    return tuple(sorted(found))
+
+
+def _within(path: str, root: str) -> bool:
+    return root == "." or path == root or path.startswith(f"{root}/")
+
+
+def write_update(
+    path: str | os.PathLike[str],
+    old: Budgets,
+    records: Iterable[ParityRecord],
+    collection: Collected,
+    *,
+    name: str,
+) -> str:
+    """Write the file ``--compile-budgets-update`` writes; return the summary's line about it.
+
+    One function for the plugin and for merging shards' reports, so both keep and remove the
+    same entries. `name` is the file as the user named it.
+    """
+    new = updated(
+        old,
+        records,
+        whole_suite=collection.whole,
+        existing=collection.existing,
+        uncollected=collection.uncollected,
+    )
+    save(path, new)
+    scope = (
+        "the whole suite was collected, so entries of deleted tests were removed"
+        if collection.whole
+        else "part of the suite was collected, so entries of other tests were kept"
+    )
+    return f"{name}: {describe_update(old, new)} ({scope})"
 
 
 def describe_update(old: Budgets, new: Budgets) -> str:

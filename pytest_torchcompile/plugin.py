@@ -5,6 +5,8 @@ Loading this module must not import torch: a session without parity tests never 
 
 from __future__ import annotations
 
+import glob
+import os
 import sys
 import tempfile
 from collections.abc import Generator
@@ -14,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_torchcompile import budgets, coverage
+from pytest_torchcompile import budgets
 from pytest_torchcompile.errors import NOTE_PREFIX
 from pytest_torchcompile.fixtures import (
     CHECKER_KEY,
@@ -28,13 +30,12 @@ from pytest_torchcompile.fixtures import (
 )
 from pytest_torchcompile.records import CoverageRecord, ParityRecord
 from pytest_torchcompile.report import (
-    intercept_summary_lines,
     json_report,
     junit_properties,
     runtime_versions,
     save_json,
     section_text,
-    summary_lines,
+    session_summary,
 )
 from pytest_torchcompile.settings import (
     MARKER_KEYS,
@@ -509,8 +510,8 @@ class _SessionHooks:
             self._run.uncollected.add(report.nodeid)
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """An xdist worker tells the controller every test it collected (see `_whole_suite`)."""
-        if self._worker and self._settings.budgets_update:
+        """An xdist worker tells the controller every test it collected (see `_collected`)."""
+        if self._worker and (self._settings.budgets_update or self._settings.report is not None):
             output: dict[str, Any] = self._config.workeroutput  # type: ignore[attr-defined]
             output[COLLECTED_OUTPUT] = sorted(self._run.collected)
 
@@ -529,32 +530,20 @@ class _SessionHooks:
         if self._worker:
             self._tell_controller_the_gpu()
             return
-        if run.budget_file is not None and run.budget_path is not None and settings.budgets_update:
-            whole = _whole_suite(self._config, run, exitstatus)
-            new = budgets.updated(
-                run.budget_file,
-                run.records,
-                whole_suite=whole,
-                existing=run.collected | run.reported,
-                uncollected=run.uncollected,
-            )
-            budgets.save(run.budget_path, new)
-            scope = (
-                "the whole suite was collected, so entries of deleted tests were removed"
-                if whole
-                else "part of the suite was collected, so entries of other tests were kept"
-            )
-            run.updated = (
-                f"{settings.budgets}: {budgets.describe_update(run.budget_file, new)} ({scope})"
-            )
-        elif run.budget_file is not None and settings.budgets is not None:
-            run.verdicts = budgets.verdicts(run.budget_file, run.records, source=settings.budgets)
+        collected = _collected(self._config, run, exitstatus)
+        budget_file, path, name = run.budget_file, run.budget_path, settings.budgets
+        if budget_file is not None and path is not None and name and settings.budgets_update:
+            run.updated = budgets.write_update(path, budget_file, run.records, collected, name=name)
+        elif budget_file is not None and name:
+            run.verdicts = budgets.verdicts(budget_file, run.records, source=name)
         if run.report_path is not None:
             document = json_report(
-                run.records, versions=runtime_versions(), budget_verdicts=run.verdicts
+                run.records,
+                versions=runtime_versions(),
+                collected=collected,
+                coverage_records=run.coverage,
+                budget_verdicts=run.verdicts,
             )
-            if run.coverage:
-                document["coverage"] = coverage.json_coverage(run.coverage)
             save_json(run.report_path, document)
 
     def _tell_controller_the_gpu(self) -> None:
@@ -575,8 +564,9 @@ class _SessionHooks:
         notable = any(v.status != "unchanged" for v in (run.verdicts or {}).values()) or any(
             "artifacts" in record or "rejected" in record for record in run.records
         )
-        lines = summary_lines(run.records, run.verdicts) if run.report_path or notable else []
-        lines += intercept_summary_lines(run.records) + coverage.summary_lines(run.coverage)
+        lines = session_summary(
+            run.records, run.coverage, run.verdicts, counts=bool(run.report_path or notable)
+        )
         if run.updated is not None:
             lines.append(f"compile budgets updated: {run.updated}")
         if self._settings.report is not None:
@@ -593,28 +583,48 @@ class _SessionHooks:
             terminalreporter.write_line(line)
 
 
-def _whole_suite(config: pytest.Config, run: _Run, exitstatus: int) -> bool:
-    """Whether this run collected the whole suite, so a budget entry no test matches is stale.
+def _collected(config: pytest.Config, run: _Run, exitstatus: int) -> budgets.Collected:
+    """What this session collected, for the budget update and the JSON report.
 
-    True when pytest collected its testpaths or rootdir (no path or node-id arguments, no
-    --ignore, --ignore-glob or --lf), nothing failed to collect, the run was not interrupted,
-    and under xdist every worker reported what it collected. -k, -m, --deselect and -x do not
-    matter: deselected and unreached tests were collected, so their entries stay.
+    Its scope is the paths pytest collected from (arguments, testpaths or the invocation
+    directory) less --ignore'd ones; node-id arguments add none. It has no scope (it cannot vouch
+    for what it collected) when something failed to collect, the run was interrupted, an xdist
+    worker did not report what it collected, or --lf, --ignore-glob or --pyargs narrowed
+    collection in a way paths cannot say. -k, -m, --deselect, -x and pytest-split do not narrow
+    it: the tests they leave out were still collected.
     """
-    narrowed = (
-        config.args_source is pytest.Config.ArgsSource.ARGS
-        or bool(config.getoption("ignore", None))
-        or bool(config.getoption("ignore_glob", None))
-        or bool(config.getoption("lf", False))
-    )
     distributed = config.pluginmanager.getplugin("dsession") is not None
-    workers_told = not distributed or (run.workers_collected > 0 and not run.worker_lost)
-    return (
-        not narrowed
-        and not run.collection_failed
+    complete = (
+        not run.collection_failed
         and exitstatus != pytest.ExitCode.INTERRUPTED
-        and workers_told
+        and (not distributed or (run.workers_collected > 0 and not run.worker_lost))
+        and not any(config.getoption(name, None) for name in ("lf", "ignore_glob", "pyargs"))
     )
+    root, here = config.rootpath, config.invocation_params.dir
+    scopes: tuple[budgets.Scope, ...] = ()
+    if complete:
+        paths = [arg for arg in config.args if "::" not in arg]
+        scope = budgets.Scope(
+            paths=_rootdir_paths(root, here, paths),
+            ignored=_rootdir_paths(root, here, config.getoption("ignore", None) or []),
+        )
+        scopes = (scope,)
+    testpaths = [
+        found
+        for pattern in config.getini("testpaths")
+        for found in glob.glob(pattern, root_dir=root, recursive=True)
+    ]
+    return budgets.Collected(
+        suite=_rootdir_paths(root, root, testpaths) or (".",),
+        scopes=scopes,
+        existing=frozenset(run.collected | run.reported),
+        uncollected=frozenset(run.uncollected),
+    )
+
+
+def _rootdir_paths(root: Path, here: Path, paths: list[str]) -> tuple[str, ...]:
+    """Paths given relative to `here` (or absolute), as budgets' scope paths under `root`."""
+    return budgets.relative_paths(root, (Path(os.path.abspath(here / path)) for path in paths))
 
 
 class _XdistHooks:

@@ -16,10 +16,11 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pytest_torchcompile import __version__
-from pytest_torchcompile.budgets import BudgetVerdict
+from pytest_torchcompile import __version__, coverage
+from pytest_torchcompile.budgets import BudgetVerdict, Collected
 from pytest_torchcompile.records import (
     CompileCounts,
+    CoverageRecord,
     LeafError,
     ModuleCallRecord,
     ParityRecord,
@@ -33,6 +34,8 @@ REPORT_FORMAT = 1
 SCHEMA_FILE = "report.schema.json"  # next to this module; the JSON report validates against it
 
 _TRIAGE_KEYS = ("stage", "repro", "artifacts", "triage_time_s")  # set after a parity failure
+OPTIONAL_KEYS = (*_TRIAGE_KEYS, "rejected", "first_rejection", "excused", "not_judged")
+"""A record's keys a test's JSON entry carries as they are, where the record has them."""
 _MAX_LISTED = 20  # rows of one summary list before "... and N more"
 _TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
 
@@ -189,6 +192,20 @@ def summary_lines(
     return lines
 
 
+def session_summary(
+    records: Iterable[ParityRecord],
+    coverage_records: Iterable[CoverageRecord],
+    budget_verdicts: Mapping[str, BudgetVerdict] | None = None,
+    *,
+    counts: bool = True,
+) -> list[str]:
+    """The torch.compile section of a session, or of merged shards, before the files it wrote:
+    `summary_lines` (left out where `counts` is false), intercepted calls, class coverage."""
+    records = list(records)
+    lines = summary_lines(records, budget_verdicts) if counts else []
+    return lines + intercept_summary_lines(records) + coverage.summary_lines(coverage_records)
+
+
 def _triaged(records: list[ParityRecord]) -> list[str]:
     """Failing tests with the compiler stage that diverged and the repro to run."""
     triaged = [r for r in records if "artifacts" in r]
@@ -296,15 +313,24 @@ def json_report(
     records: Iterable[ParityRecord],
     *,
     versions: Mapping[str, str],
+    collected: Collected,
+    coverage_records: Iterable[CoverageRecord] = (),
     budget_verdicts: Mapping[str, BudgetVerdict] | None = None,
 ) -> dict[str, Any]:
     """The ``--compile-report`` document, keyed by node id (see report.schema.json).
 
     Strictly JSON: a NaN or infinite error is written as the string "NaN", "Infinity" or
-    "-Infinity". If a node id reports twice (reruns) its last record is the one kept.
+    "-Infinity". If a node id reports twice (reruns) its last record is the entry, and the
+    earlier ones ride along in it. With `collected` and the coverage records it holds what the
+    summary and a budget update need, so the reports of shards can be merged into one.
     """
-    by_node = {r["nodeid"]: r for r in records}
-    tests = {node: _test_entry(by_node[node], budget_verdicts) for node in sorted(by_node)}
+    runs: dict[str, list[ParityRecord]] = {}
+    for record in records:
+        runs.setdefault(record["nodeid"], []).append(record)
+    tests = {node: _test_entry(runs[node][-1], budget_verdicts) for node in sorted(runs)}
+    for node, test in tests.items():
+        if len(runs[node]) > 1:
+            test["earlier_runs"] = [_test_entry(r, None) for r in runs[node][:-1]]
     totals: dict[str, Any] = {
         "tests": len(tests),
         **{
@@ -317,7 +343,27 @@ def json_report(
             for key in ("excused", "not_judged")
         },
     }
-    return {"format": REPORT_FORMAT, "versions": dict(versions), "totals": totals, "tests": tests}
+    document = {
+        "format": REPORT_FORMAT,
+        "versions": dict(versions),
+        "totals": totals,
+        "collection": _collection_entry(collected),
+        "tests": tests,
+    }
+    reached = sorted(coverage_records, key=lambda r: r["nodeid"])
+    if reached:
+        document["coverage"] = {**coverage.json_coverage(reached), "tests": reached}
+    return document
+
+
+def _collection_entry(collected: Collected) -> dict[str, Any]:
+    return {
+        "whole": collected.whole,
+        "suite": list(collected.suite),
+        "scopes": [{"paths": list(s.paths), "ignored": list(s.ignored)} for s in collected.scopes],
+        "collected": sorted(collected.existing),
+        "uncollected": sorted(collected.uncollected),
+    }
 
 
 def save_json(path: str | os.PathLike[str], document: Mapping[str, Any]) -> None:
@@ -353,7 +399,7 @@ def _test_entry(
             for e in record["largest_errors"]
         ],
     }
-    for key in (*_TRIAGE_KEYS, "rejected", "first_rejection", "excused", "not_judged"):
+    for key in OPTIONAL_KEYS:
         if key in record:
             entry[key] = record[key]  # type: ignore[literal-required]
     if "module_calls" in record:

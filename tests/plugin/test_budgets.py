@@ -358,6 +358,45 @@ def test_an_update_keeps_what_it_cannot_see_and_drops_deleted_tests(
     assert (pytester.path / BUDGETS).read_bytes() == before
 
 
+def test_the_whole_suite_is_known_from_the_paths_collected_less_the_ignored_ones(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytester.makeini("[pytest]\ntestpaths = tests\n")
+    test = """
+        import pytest, torch
+
+        @pytest.mark.compile_parity(backend="eager")
+        def test_{name}(compile_parity):
+            compile_parity(torch.sin, torch.randn(3))
+        """
+    pytester.mkdir("tests")
+    pytester.mkdir("tests/a")
+    pytester.makepyfile(**{"tests/a/test_a": test.format(name="a")})
+    pytester.makepyfile(**{"tests/test_top": test.format(name="top")})
+    entries = {
+        "tests/a/test_a.py::test_a": {"cpu": {}},
+        "tests/test_top.py::test_top": {"cpu": {}},
+        "tests/test_top.py::test_deleted": {"cpu": {}},
+    }
+    write_budgets(pytester, entries)
+    budget_file = str(pytester.path / BUDGETS)
+
+    def update(*args: str) -> list[str]:
+        result = pytester.runpytest(
+            f"--compile-budgets={budget_file}", "--compile-budgets-update", *args
+        )
+        assert result.ret == pytest.ExitCode.OK
+        return sorted(json.loads((pytester.path / BUDGETS).read_text())["tests"])
+
+    # From a subdirectory pytest collects that directory only: the test above it is not deleted.
+    with monkeypatch.context() as inside:
+        inside.chdir(pytester.path / "tests" / "a")
+        assert update() == sorted(entries)
+    assert update("tests", "--ignore=tests/a") == sorted(entries)  # all but tests/a
+    # Naming the testpaths is the whole suite, as a plain `pytest` is.
+    assert update("tests") == ["tests/a/test_a.py::test_a", "tests/test_top.py::test_top"]
+
+
 @pytest.mark.parametrize(
     ("content", "problem"),
     [

@@ -6,7 +6,8 @@
   the docs' only preamble.
 - ```console blocks: every `pytest` command parses with the plugin's options and configures
   (values validated), and the paths it names exist; `pip install` installs this project, its
-  extras and pins that pyproject.toml allows; `python FILE` names a file of the repository.
+  extras and pins that pyproject.toml allows; `python FILE` names a file of the repository, and
+  `python -m pytest_torchcompile ...` parses with its command line.
 - ```ini blocks configure pytest with no unknown key; ```json blocks are JSON, and a budget file
   is one the plugin reads; ```text blocks are outputs, whose error classes must exist.
 
@@ -33,7 +34,7 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from pytest_torchcompile import budgets, errors
+from pytest_torchcompile import budgets, cli, errors
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -209,6 +210,8 @@ def check_pip_install(args: list[str]) -> None:
             assert extras <= set(project["optional-dependencies"]), f"{spec}: unknown extras"
             continue
         wanted = Requirement(spec)
+        if canonicalize_name(wanted.name) == canonicalize_name(project["name"]):
+            continue  # this project, from an index or a wheel
         allowed = dependencies.get(canonicalize_name(wanted.name))
         assert allowed is not None, f"{wanted.name} is not a dependency in pyproject.toml"
         pinned = [s.version for s in wanted.specifier if s.operator == "=="]
@@ -222,6 +225,8 @@ def test_console_block_commands_are_real(pytester: pytest.Pytester, block: Block
             check_pytest(pytester, args)
         elif program == "pip":
             check_pip_install(args)
+        elif program == "python" and args[:2] == ["-m", "pytest_torchcompile"]:
+            cli.parser().parse_args(args[2:])  # exits 2 on a command it does not know
         elif program == "python":
             assert (ROOT / args[0]).is_file(), f"{block.id}: no file {args[0]}"
         else:

@@ -104,6 +104,20 @@ def test_the_report_validates_and_holds_every_parity_test(pytester: pytest.Pytes
         "test_suite.py::test_recompiles",
     ]
     assert document["totals"]["tests"] == 3
+    # Every test collected, parity test or not, run or skipped: what a merged update needs.
+    assert document["collection"] == {
+        "whole": True,
+        "suite": ["."],
+        "scopes": [{"paths": ["."], "ignored": []}],
+        "collected": [
+            "test_suite.py::test_breaks[cpu]",
+            "test_suite.py::test_breaks[cuda]",
+            "test_suite.py::test_miscompiled",
+            "test_suite.py::test_plain",
+            "test_suite.py::test_recompiles",
+        ],
+        "uncollected": [],
+    }
     breaks = document["tests"]["test_suite.py::test_breaks[cpu]"]
     assert (breaks["device"], breaks["backend"], breaks["mode"], breaks["dynamic"]) == (
         "cpu",

@@ -17,6 +17,8 @@ from pytest_torchcompile.budgets import (
     Budget,
     BudgetFileError,
     Budgets,
+    Collected,
+    Scope,
     check,
     describe_update,
     dumps,
@@ -25,6 +27,7 @@ from pytest_torchcompile.budgets import (
     save,
     updated,
     verdicts,
+    write_update,
 )
 from pytest_torchcompile.errors import (
     EagerFallbackError,
@@ -433,6 +436,23 @@ def test_the_ratchet_scenario(tmp_path: Path) -> None:
     save(path, updated(load(path), [record(breaks=0)], whole_suite=False))
     assert load(path).entry(NODE, "cpu") == Budget(0, 0, 0)
     assert check(load(path).entry(NODE, "cpu"), counts(breaks=0)).status == "unchanged"
+
+
+def test_write_update_writes_the_merged_file_and_says_what_moved_and_why(tmp_path: Path) -> None:
+    path = tmp_path / "b.json"
+    old = Budgets({NODE: {"cpu": Budget(2)}, "tests/t.py::gone": {"cpu": Budget(1)}})
+    run = [record(breaks=1)]
+    whole = write_update(path, old, run, Collected(scopes=(Scope((".",)),)), name="ci/b.json")
+    assert whole == (
+        "ci/b.json: 1 lowered, 1 removed (the whole suite was collected, so entries of deleted"
+        " tests were removed)"
+    )
+    assert load(path) == updated(old, run, whole_suite=True)
+    part = write_update(path, old, run, Collected(), name="b.json")
+    assert part.endswith(
+        "1 lowered (part of the suite was collected, so entries of other tests were kept)"
+    )
+    assert load(path) == updated(old, run, whole_suite=False)
 
 
 def test_importing_the_module_imports_neither_torch_nor_pytest() -> None:

@@ -47,6 +47,7 @@ def test_packages_count_their_classes_by_status() -> None:
     assert table["lib"] == {
         "diverged": 1,
         "checked": 1,
+        "checked partly": 0,
         "inside checked": 1,
         "skipped": 1,
         "never reached": 1,
@@ -78,8 +79,27 @@ def test_the_json_coverage_lists_every_class() -> None:
     assert document["classes"]["lib.Kernel"] == {
         "status": "diverged",
         "checked_calls": 0,
+        "partly_calls": 0,
         "diverged_calls": 1,
         "skipped_calls": {},
         "tests": 1,
     }
     assert set(document["packages"]) == {"lib", "torch"}
+
+
+def test_a_class_whose_calls_had_leaves_not_judged_is_checked_partly() -> None:
+    record = CoverageRecord(
+        nodeid="t.py::test_flow",
+        constructed=["lib.Flow"],
+        calls=[_call("lib.Flow", "checked partly", "not judged (the control): output[1]", 3)],
+        inside_checked=[],
+    )
+    (entry,) = coverage.classes([record]).values()
+    assert entry.status == "checked partly" and entry.partly == 3
+    lines = coverage.summary_lines([record])
+    assert "checked partly classes (1):" in lines
+    assert "  lib.Flow: 3 call(s) with leaves the checker could not judge" in lines
+    assert not any("none of its" in line for line in lines)
+    # A class with a fully checked call is checked, whatever its other calls.
+    both = [record, {**record, "calls": [_call("lib.Flow", "checked")]}]
+    assert coverage.classes(both)["lib.Flow"].status == "checked"  # type: ignore[arg-type]

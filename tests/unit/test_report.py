@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from pytest_torchcompile import __version__, records, report
-from pytest_torchcompile.budgets import Budget, BudgetVerdict, check
+from pytest_torchcompile.budgets import Budget, BudgetVerdict, Collected, Scope, check
 from pytest_torchcompile.records import CompileCounts, LeafError
 from pytest_torchcompile.report import (
     json_report,
@@ -227,6 +227,8 @@ def realistic_report() -> dict[str, Any]:
         errors=[leaf("output", 1e-6, 2e-6), leaf("output[1]", math.inf, math.nan)],
     )
     attention["counts"]["cudagraph_rerecords"] = ["forward: new input shape"]
+    attention["excused"] = {"float64 reference": 2, "eager's rounding noise": 1}
+    attention["not_judged"] = {"the control": 1}
     softmax = record("tests/test_ops.py::test_softmax", fallbacks=1, verdict="failed")
     softmax["counts"]["fallbacks"][0]["kind"] = "skipped"
     softmax.update(TRIAGED)
@@ -239,8 +241,25 @@ def realistic_report() -> dict[str, Any]:
     return json_report(
         run,
         versions={"python": "3.11.7", "torch": "2.13.0+cpu", "triton": "3.4.0"},
+        collected=COLLECTED,
+        coverage_records=[REACHED],
         budget_verdicts=verdicts,
     )
+
+
+# Shard 2 of a directory split: tests/ less tests/unit, a module skipped at collection.
+COLLECTED = Collected(
+    suite=("tests",),
+    scopes=(Scope(("tests",), ("tests/unit",)),),
+    existing=frozenset({ATTENTION, "tests/test_ops.py::test_softmax", "tests/test_ops.py::test_b"}),
+    uncollected=frozenset({"tests/test_optional.py"}),
+)
+REACHED: records.CoverageRecord = {
+    "nodeid": "tests/test_zoo.py::test_resnet",
+    "constructed": ["zoo.ResNet", "zoo.Block"],
+    "calls": [{"module": "zoo.ResNet", "outcome": "checked", "reason": "", "calls": 2}],
+    "inside_checked": ["zoo.Block"],
+}
 
 
 TRIAGED: dict[str, Any] = {
@@ -277,14 +296,16 @@ def test_a_realistic_report_validates_against_the_packaged_schema() -> None:
     document = realistic_report()
     jsonschema.validate(document, schema(), cls=jsonschema.Draft202012Validator)
     json.dumps(document, allow_nan=False)  # strict JSON: NaN and inf became strings
-    plain = json_report([record()], versions={"python": "3.12.1", "torch": "2.11.0"})
+    plain = json_report(
+        [record()], versions={"python": "3.12.1", "torch": "2.11.0"}, collected=Collected()
+    )
     jsonschema.validate(plain, schema(), cls=jsonschema.Draft202012Validator)
     assert "budget" not in plain["tests"][ATTENTION]
 
 
 def test_the_report_holds_every_field_per_node_id_with_versions_at_the_top() -> None:
     document = realistic_report()
-    assert list(document) == ["format", "versions", "totals", "tests"]
+    assert list(document) == ["format", "versions", "totals", "collection", "tests", "coverage"]
     assert document["versions"]["torch"] == "2.13.0+cpu"
     assert list(document["tests"]) == sorted(document["tests"])
     assert document["totals"] == {
@@ -294,6 +315,8 @@ def test_the_report_holds_every_field_per_node_id_with_versions_at_the_top() -> 
         "recompiles": 1,
         "fallbacks": 1,
         "compile_time_s": 3.5 + 0.25 + 0.25,
+        "excused": 3,
+        "not_judged": 1,
     }
     attention = document["tests"][ATTENTION]
     assert attention["counts"] == {"graphs": 3, "graph_breaks": 2, "recompiles": 1, "fallbacks": 0}
@@ -319,11 +342,32 @@ def test_the_report_holds_every_field_per_node_id_with_versions_at_the_top() -> 
     assert document["tests"]["tests/test_ops.py::test_gpu_only[cuda:0]"]["budget"] is None
 
 
-def test_a_rerun_test_keeps_its_last_record() -> None:
+def test_a_rerun_test_keeps_its_last_record_and_the_earlier_ones_ride_along() -> None:
     document = json_report(
-        [record(breaks=3), record(breaks=1)], versions={"python": "3", "torch": "2"}
+        [record(breaks=3, verdict="rerun"), record(breaks=2), record("tests/t.py::once")],
+        versions={"python": "3", "torch": "2"},
+        collected=Collected(),
     )
-    assert document["tests"][ATTENTION]["counts"]["graph_breaks"] == 1
+    rerun = document["tests"][ATTENTION]
+    assert rerun["counts"]["graph_breaks"] == 2
+    assert [(r["verdict"], r["counts"]["graph_breaks"]) for r in rerun["earlier_runs"]] == [
+        ("rerun", 3)
+    ]
+    assert "earlier_runs" not in document["tests"]["tests/t.py::once"]
+    jsonschema.validate(document, schema(), cls=jsonschema.Draft202012Validator)
+
+
+def test_the_report_says_what_was_collected_and_what_each_intercepted_test_reached() -> None:
+    document = realistic_report()
+    assert document["collection"] == {
+        "whole": False,
+        "suite": ["tests"],
+        "scopes": [{"paths": ["tests"], "ignored": ["tests/unit"]}],
+        "collected": sorted(COLLECTED.existing),
+        "uncollected": ["tests/test_optional.py"],
+    }
+    assert document["coverage"]["tests"] == [REACHED]
+    assert document["coverage"]["classes"]["zoo.Block"]["status"] == "inside checked"
 
 
 @pytest.mark.parametrize(
@@ -331,6 +375,11 @@ def test_a_rerun_test_keeps_its_last_record() -> None:
     [
         (("versions", "torch"), None),
         (("format",), 2),
+        (("collection",), None),
+        (("collection", "whole"), "yes"),
+        (("collection", "scopes", 0, "paths", 0), ""),
+        (("coverage", "tests", 0, "calls", 0, "outcome"), "maybe"),
+        (("tests", ATTENTION, "verdict"), "xfailed"),
         (("tests", ATTENTION, "counts", "graph_breaks"), -1),
         (("tests", ATTENTION, "recompiles", 0, "category"), "shape"),
         (("tests", ATTENTION, "largest_errors", 0, "max_abs"), "inf"),
@@ -360,7 +409,9 @@ def test_runtime_versions_come_from_package_metadata() -> None:
     assert versions["torch"].startswith("2.")
     assert versions["pytest_torchcompile"] == __version__
     jsonschema.validate(
-        json_report([], versions=versions), schema(), cls=jsonschema.Draft202012Validator
+        json_report([], versions=versions, collected=Collected()),
+        schema(),
+        cls=jsonschema.Draft202012Validator,
     )
 
 
@@ -383,3 +434,21 @@ def test_importing_the_module_imports_neither_torch_nor_pytest() -> None:
         "assert not {'torch', 'pytest'} & set(sys.modules), sorted(sys.modules)"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_excused_and_unjudged_leaves_are_counted_by_rule_in_the_section_and_summary() -> None:
+    partly = record("tests/t.py::partly", compile_time_s=0)
+    partly["excused"] = {"float64 reference": 2}
+    partly["not_judged"] = {"the control": 1, "uncomparable": 1}
+    excused = record("tests/t.py::excused", compile_time_s=0)
+    excused["excused"] = {"float64 reference": 1, "eager's rounding noise": 4}
+    assert summary_lines([excused, partly, record(compile_time_s=0)]) == [
+        "checked partly: 1 test(s) with 2 leaf verdict(s) the checker could not give (the notes "
+        "say why; each is the checker's limit, not the compiler's):",
+        "  tests/t.py::partly: the control 1, uncomparable 1",
+        "excused leaves, by rule, in 2 test(s): eager's rounding noise 4, float64 reference 3 "
+        "(each test's notes say which leaves and the evidence)",
+    ]
+    section = section_text(partly).splitlines()
+    assert "excused leaves, by rule: float64 reference 2" in section
+    assert "checked partly: leaves not judged, by why: the control 1, uncomparable 1" in section
