@@ -84,7 +84,9 @@ class Call:
             self.shared.restore(self.before)
             self.switches.restore()
             try:
-                return run(module, args, kwargs)
+                result = run(module, args, kwargs)
+                with_containers(result, self.shared)  # what it left in them, as the sides have
+                return result
             finally:
                 after_eager.restore()
                 self.shared.restore(left_by_eager)

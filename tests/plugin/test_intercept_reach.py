@@ -30,6 +30,8 @@ class LazyProduct:
         return self.factor @ self.factor.transpose(-1, -2)
 
 class Opaque:
+    '''No equality, no pytree, no attributes the checker can see: it cannot be compared.'''
+    __slots__ = ("tensor",)
     def __init__(self, tensor):
         self.tensor = tensor
 
@@ -132,6 +134,7 @@ def test_classes_overriding_call_are_checked_and_covered(library: pytest.Pyteste
     assert document["coverage"]["packages"]["minigp"] == {
         "diverged": 0,
         "checked": 2,
+        "checked partly": 0,
         "inside checked": 1,
         "skipped": 1,
         "never reached": 1,
@@ -149,12 +152,14 @@ def test_classes_overriding_call_are_checked_and_covered(library: pytest.Pyteste
 
 def test_a_planted_backend_fails_naming_the_library_classes(library: pytest.Pytester) -> None:
     result = _run(library, "--compile-backend=planted:corrupt_output")
-    result.assert_outcomes(failed=3, passed=2)
+    # GPModel's first graph output (its mean, before the distribution is built) is one its
+    # result does not use: corrupting it changes nothing the caller sees, and GPModel passes.
+    # That graph held the whole forward only once the first torch.compile of the process had
+    # turned distributions' argument validation off: the verdict depended on test order until
+    # every compiled run got torch.compile's switches.
+    result.assert_outcomes(failed=2, passed=3)
     result.stdout.fnmatch_lines(
-        [
-            "*module call 1 (minigp.GPModel), differing at output.loc*",
-            "*module call 1 (minigp.RBFKernel), differing at output.to_dense()*",
-        ]
+        ["*module call 1 (minigp.RBFKernel), differing at output.to_dense()*"]
     )
     assert "nondeterministic" not in result.stdout.str()
 
