@@ -117,6 +117,9 @@ class ParityReport:
     leaves: list[LeafComparison]
     exception_note: str  # "" or e.g. "both raised ValueError"
     context: str = ""
+    # Whether a plain eager re-run reproduced eager at every leaf a rule asked about (None: no
+    # rule asked, or one rebuilt this kind of call before): then the snapshot rebuilds it.
+    rebuilt: bool | None = None
 
     @property
     def ok(self) -> bool:
@@ -163,6 +166,7 @@ def compare(
     noise_base: Callable[[], SideResult] | None = None,
     mirrored: Callable[[], SideResult] | None = None,
     control: Callable[[], SideResult] | None = None,
+    rebuilt: bool = False,
 ) -> ParityReport:
     """Compare the compiled side against eager, leaf by leaf.
 
@@ -172,10 +176,19 @@ def compare(
     re-run without the noise, which the noise is measured from; without it, from eager), still
     fails after the perturbed re-run (mirrored: its noise moved the other way), or fails outright
     (eager_again; and control: the call through the compiled side's own path with no compiler,
-    which tells the checker's own differences from the compiler's).
+    which tells the checker's own differences from the compiler's). With `rebuilt` (a plain
+    re-run reproduced this kind of call before), eager is taken as reproduced for the rules
+    until a leaf would fail: only then is it re-run.
     """
     reruns = _Reruns(
-        options, reference, eager_again, perturbed, noise_base, mirrored, control=control
+        options,
+        reference,
+        eager_again,
+        perturbed,
+        noise_base,
+        mirrored,
+        control=control,
+        rebuilt=rebuilt,
     )
     return _Comparer(options, reruns).compare(eager, compiled)
 
@@ -338,8 +351,11 @@ class _Reruns:
         mirrored: Callable[[], SideResult] | None = None,
         *,
         control: Callable[[], SideResult] | None = None,
+        rebuilt: bool = False,
     ) -> None:
         self.options = options
+        self.assumed = rebuilt  # a plain re-run rebuilt this call's kind before: not run again
+        self.reproduced: bool | None = None  # whether every leaf asked about was reproduced
         self.reference_run = _Rerun(reference)
         self.eager_again = _Rerun(eager_again)
         self.eager_third = _Rerun(eager_again)  # the same plain re-run once more
@@ -367,9 +383,15 @@ class _Reruns:
         reduction-order noise floor, NaN and inf in the same places. The rules that excuse a
         difference use re-runs; one that does not even reproduce eager (a nondeterministic op,
         or a call the snapshot could not rebuild) proves nothing about the compiler. Without a
-        plain re-run (hand-built comparisons), eager is taken as reproduced."""
-        if not self.eager_again.given:
+        plain re-run (hand-built comparisons), or where one rebuilt this kind of call before in
+        the test (`assumed`, until a leaf fails), eager is taken as reproduced."""
+        if self.assumed or not self.eager_again.given:
             return Reproduction("reproduced")
+        found = self._reproduction(name, e)
+        self.reproduced = found.kind == "reproduced" and self.reproduced is not False
+        return found
+
+    def _reproduction(self, name: str, e: Tensor) -> Reproduction:
         again = self.eager_again.result()
         if isinstance(again.exception, Unfaithful):
             return Reproduction("unavailable", str(again.exception))
@@ -544,7 +566,7 @@ class _Comparer:
             self.walk("output", eager.output, compiled.output, "output")
             self.sections(eager.after, compiled.after, "after")
             self.sections(eager.grads, compiled.grads, "grad")
-        return ParityReport(self.leaves, note, self.options.context)
+        return ParityReport(self.leaves, note, self.options.context, self.reruns.reproduced)
 
     def exceptions(self, eager: SideResult, compiled: SideResult) -> str:
         """Record an 'exception' leaf when the sides disagree on raising; return the note."""
@@ -668,6 +690,9 @@ class _Comparer:
             name, e, c, rtol, atol, tuple(problems), within, self.reruns, _judged_where
         )
         outcome = judges.judge(case)
+        if outcome.verdict is Verdict.FAILED and self.reruns.assumed:
+            self.reruns.assumed = False  # a failure: prove, this time, that eager re-runs alike
+            outcome = judges.judge(case)
         if outcome.verdict is Verdict.FAILED:
             outcome = self._controlled_outcome(name, outcome)
         max_abs, max_rel = outcome.largest

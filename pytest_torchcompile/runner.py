@@ -10,7 +10,7 @@ Dynamo cache) sees the whole sequence of calls, guards and recompiles as a real 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -36,6 +36,7 @@ from pytest_torchcompile.messages import (
     rejection_note,
 )
 from pytest_torchcompile.records import CompileCounts, LeafError
+from pytest_torchcompile.selection import Skip, inputs_signature
 from pytest_torchcompile.settings import Settings, apply
 from pytest_torchcompile.snapshot import (
     leaves,
@@ -122,6 +123,7 @@ class Checker:
             context=self._context,
         )
         self._recompiles_before_cache = 0  # recompiles counted before the current compile cache
+        self._rebuilt: set[Hashable] = set()  # kinds of call a plain re-run reproduced
         self.recorder: CallRecorder | None = None  # set by the fixture, for triage after a failure
 
     def __call__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> ParityResult:
@@ -191,12 +193,16 @@ class Checker:
         call: Call | None = None
         try:  # the sides do not wait for the device: the comparison reads what they queued
             call = self.sides.run(fn, args, kwargs)
+            kind = _kind_of_call(fn, args, kwargs)
             report = parity.compare(
                 call.eager,
                 call.compiled,
                 self._compare_options(),
                 **call.reruns(self.settings.compares_backward),
+                rebuilt=kind in self._rebuilt,
             )
+            if report.rebuilt and kind is not None:
+                self._rebuilt.add(kind)
             sides.synchronize()
         except torch.AcceleratorError as exc:
             compiled = call.compiled if call is not None else None
@@ -271,6 +277,7 @@ class Checker:
         self._recompiles_before_cache = recompiles
         _compat.reset_dynamo()
         self.compiled.forget()
+        self._rebuilt.clear()  # the compiled side's copies are made anew
 
     def _raise_compile_failure(self, call: Call, refused_by: str | None) -> None:
         """A compiler refusal under fullgraph or the recompile limit is a budget verdict, and an
@@ -327,6 +334,19 @@ class Checker:
             fullgraph=self.settings.fullgraph,
             source={name: self.settings.source(name) for name in names},
         )
+
+
+def _kind_of_call(
+    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> Hashable | None:
+    """What makes two calls of a test one kind for the snapshot: the callable and the inputs'
+    types, shapes, strides, dtypes and devices (None where they cannot be told: a tensor
+    subclass). A plain eager re-run that reproduced one call of a kind is not run for the
+    next ones until a leaf would fail."""
+    try:
+        return id(fn), inputs_signature((args, dict(kwargs)))
+    except Skip:
+        return None
 
 
 def _tally(report: parity.ParityReport, verdict: Verdict, counts: dict[str, int]) -> None:

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from pytest_torchcompile import parity
+from pytest_torchcompile.errors import ParityError
 from pytest_torchcompile.parity import CompareOptions, compare
 from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.settings import Settings
@@ -140,3 +141,59 @@ def test_a_device_error_the_compiled_side_met_is_named_as_its_own() -> None:
     failure = sides.device_failure(raised, SideResult(None, raised, {}, {}), "backend=planted")
     message = str(failure)
     assert "The compiled side raised it first" in message and message.endswith("backend=planted")
+
+
+CORRUPT = [0.0]
+
+
+def half_in_float32_or_corrupt(gm: torch.fx.GraphModule, example_inputs: Any) -> Any:
+    """float16 computed in float32 and rounded back (as Inductor does); with CORRUPT set, every
+    output 1 off too, far beyond eager's own rounding error."""
+    import planted
+
+    right = planted.compute_half_in_float32(gm, example_inputs)
+    return lambda *args: [out + CORRUPT[0] for out in right(*args)]
+
+
+def test_a_plain_re_run_proves_a_kind_of_call_rebuilt_once_until_a_leaf_would_fail(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rules rest on re-runs from the call's snapshot, and a plain eager re-run proves the
+    snapshot rebuilds the call. Proven once for a callable and input signature, the next calls
+    of that kind run no such re-run, unless a leaf would fail (then it is run, and judges)."""
+    from pytest_torchcompile import calls
+
+    plain_re_runs: list[int] = []
+    real = calls.Call.rerun
+
+    def counted(self: calls.Call, copier: Any, backward: bool, around: Any = calls.nothing) -> Any:
+        thunk = real(self, copier, backward, around)
+        if around is not calls.nothing or copier is not calls.clone_tree:
+            return thunk  # the reference and the noise runs
+
+        def run() -> Any:
+            plain_re_runs.append(1)
+            return thunk()
+
+        return run
+
+    def shifted(t: torch.Tensor) -> torch.Tensor:
+        return (t + 1000) - 1000  # eager rounds t + 1000 to float16; the reference excuses it
+
+    monkeypatch.setattr(calls.Call, "rerun", counted)
+    checker = Checker(Settings(backend=f"{__name__}:half_in_float32_or_corrupt"))
+    x = torch.linspace(-3, 3, 64, dtype=torch.float16)
+    with isolated(checker.accountant):
+        for call in range(3):
+            result = checker(shifted, x + call)
+            assert result.report.having(parity.Verdict.EXCUSED)
+        assert len(plain_re_runs) == 1  # the first call's, which proved the kind rebuilt
+        CORRUPT[0] = 1.0
+        try:
+            with pytest.raises(ParityError):
+                checker(shifted, x + 3)
+        finally:
+            CORRUPT[0] = 0.0
+    # A leaf that would fail: judged with a plain re-run again, and with the few more that look
+    # for nondeterminism before a leaf fails.
+    assert len(plain_re_runs) == 2 + parity.LATE_SAMPLES
