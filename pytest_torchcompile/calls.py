@@ -19,6 +19,7 @@ import torch
 
 from pytest_torchcompile import _compat, faults, pystate, randomness
 from pytest_torchcompile.compiled import CompiledSide
+from pytest_torchcompile.costs import FAULT_RETRY, Costs
 from pytest_torchcompile.rounding import RoundingNoise
 from pytest_torchcompile.settings import Settings
 from pytest_torchcompile.sides import (
@@ -64,6 +65,7 @@ class Call:
     before: dict[str, Any]  # the shared containers before the call
     switches: _compat.ProcessSwitches  # the process-wide state the user had set
     side: CompiledSide  # the compiled side's path, which the control takes with no compiler
+    costs: Costs  # the test's: re-runs are timed as such
 
     def from_before(
         self, copier: Callable[[Any, dict[int, Any]], Any], run: Callable[..., SideResult]
@@ -84,7 +86,8 @@ class Call:
             self.shared.restore(self.before)
             self.switches.restore()
             try:
-                result = run(module, args, kwargs)
+                with self.costs.timing("re-runs"):
+                    result = run(module, args, kwargs)
                 with_containers(result, self.shared)  # what it left in them, as the sides have
                 return result
             finally:
@@ -165,8 +168,10 @@ class CallRunner:
         on_recompile_limit: Callable[[], None],
         notes: list[str],
         context: Callable[[], str],
+        costs: Costs,
     ) -> None:
         self.compiled = compiled
+        self.costs = costs  # the test's: each side's run is timed
         self.settings = settings
         # Under Hypothesis, a call refused for the recompile limit runs again in a fresh cache
         # (`on_recompile_limit` starts it); outside, the refusal is the verdict.
@@ -196,15 +201,18 @@ class CallRunner:
         def compiled_again() -> tuple[SideResult, bool, Copies]:
             rng.restore()
             shared.restore(before)
-            return self.compiled.run(fn, args, kwargs, watch)
+            with self.costs.timing("compiled side"):
+                return self.compiled.run(fn, args, kwargs, watch)
 
-        compiled, moved, copies = self.compiled.run(fn, args, kwargs, watch)
+        with self.costs.timing("compiled side"):
+            compiled, moved, copies = self.compiled.run(fn, args, kwargs, watch)
         if self._examples and _recompile_limit_hit(compiled):
             self._on_recompile_limit()
             compiled, moved_again, copies = compiled_again()
             moved = moved or moved_again
         fault = faults.classify(compiled.exception)
         if fault is not None:  # not the compiler's doing: retried with a fresh cache, or raised
+            self.costs.compiled(FAULT_RETRY)
             outcome = faults.recover(
                 fault, compiled_again, lambda r: r[0].exception, self._notes, self._context()
             )
@@ -219,13 +227,15 @@ class CallRunner:
         if self.compiled.entry(fn).draws_random:
             rng.restore()
             shared.restore(before)
-            as_user = self.compiled.run_as_user(fn, args, kwargs)
+            with self.costs.timing("compiled side"):
+                as_user = self.compiled.run_as_user(fn, args, kwargs)
             self._note(FALLBACK_RANDOM_NOTE)
         rng.restore()
         shared.restore(before)  # the eager run starts from the state the compiled one did
         switches.restore()  # and under the process-wide state the user set, not torch.compile's
         eager_side = Side(fn, module, args, dict(kwargs))
-        eager = run_side(eager_side, self.settings.compares_backward, nothing, wait=False)
+        with self.costs.timing("eager side"):
+            eager = run_side(eager_side, self.settings.compares_backward, nothing, wait=False)
         lacking = pristine.lacks(watch, state_left(eager, eager_side))
         with_containers(eager, shared)
         return Call(
@@ -241,6 +251,7 @@ class CallRunner:
             before,
             switches,
             self.compiled,
+            self.costs,
         )
 
     def _shared_containers(self, fn: Callable[..., Any]) -> pystate.SharedContainers:

@@ -19,6 +19,7 @@ import torch
 
 from pytest_torchcompile import _compat, randomness
 from pytest_torchcompile.accounting import Accountant
+from pytest_torchcompile.costs import AS_USER, Costs
 from pytest_torchcompile.exported import Exported
 from pytest_torchcompile.marks import mark_inputs
 from pytest_torchcompile.settings import (
@@ -70,9 +71,10 @@ class Compiled:
 class CompiledSide:
     """The compiled functions and module copies of one test, and running a call through them."""
 
-    def __init__(self, settings: Settings, accountant: Accountant) -> None:
+    def __init__(self, settings: Settings, accountant: Accountant, costs: Costs) -> None:
         self.settings = settings
         self.accountant = accountant
+        self.costs = costs  # the test's: a compile the checker adds is counted there
         self._compiled: dict[int, Compiled] = {}
         # id -> (caller's module, its compiled-side copy); the module is kept so ids stay unique
         self._module_copies: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
@@ -316,6 +318,7 @@ class CompiledSide:
             module_copy = clone_tree(module) if module is not None else None
             target = module_copy if module_copy is not None else randomness.own_code(fn)
             as_user = entry.as_user = AsUser(module_copy, self._compile(target, as_user=True))
+            self.costs.compiled(AS_USER)
         _, user_args, user_kwargs = clone_tree((None, args, dict(kwargs)))
         self._switch_as_compiled()
         mark_inputs((user_args, user_kwargs), self.settings.dim_marks, (args, kwargs))

@@ -319,6 +319,8 @@ def _triage(item: pytest.Item, exc: BaseException, checker: Any) -> None:
         record["repro"] = found.repro
         record["artifacts"] = found.artifacts
         record["triage_time_s"] = found.time_s
+        if "costs" in record:
+            record["costs"]["seconds"]["triage"] = found.time_s
 
 
 def _parity_failure(exc: BaseException) -> bool:
@@ -431,6 +433,7 @@ def _record(item: pytest.Item, checker: Any, verdict: str) -> ParityRecord:
         wall_time_s=checker.wall_time_s,
         notes=list(checker.notes),
     )
+    record["costs"] = checker.costs.record(record["counts"]["compile_time_s"])
     if checker.excused:  # leaves a named rule excused, by rule
         record["excused"] = dict(sorted(checker.excused.items()))
     if checker.not_judged:  # leaves the checker could not judge: "checked partly"
@@ -562,7 +565,8 @@ class _SessionHooks:
         rejected example is worth reading."""
         run = self._run
         notable = any(v.status != "unchanged" for v in (run.verdicts or {}).values()) or any(
-            "artifacts" in record or "rejected" in record for record in run.records
+            "artifacts" in record or "rejected" in record or "not_judged" in record
+            for record in run.records
         )
         lines = session_summary(
             run.records, run.coverage, run.verdicts, counts=bool(run.report_path or notable)

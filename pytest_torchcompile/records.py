@@ -80,6 +80,14 @@ class CoverageRecord(TypedDict):
     inside_checked: list[str]  # classes of submodules of the calls it checked
 
 
+class CostRecord(TypedDict):
+    """Where one test's checking time went (costs.PARTS -> seconds), and the compiles the
+    checker added beyond the user's own (reason -> count)."""
+
+    seconds: dict[str, float]
+    added_compiles: dict[str, int]
+
+
 class ParityRecord(TypedDict):
     """Everything the plugin knows about one parity test; rides on the pytest report."""
 
@@ -98,6 +106,7 @@ class ParityRecord(TypedDict):
     excused: NotRequired[dict[str, int]]
     # Leaves the checker could not judge ("checked partly"), by why: control, uncomparable.
     not_judged: NotRequired[dict[str, int]]
+    costs: NotRequired[CostRecord]  # where the test's checking time went
     # Hypothesis examples rejected because eager raised on them (and compiled raised alike).
     rejected: NotRequired[int]
     first_rejection: NotRequired[str]  # the first such error, "Type: message"

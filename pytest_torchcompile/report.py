@@ -16,7 +16,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pytest_torchcompile import __version__, coverage
+from pytest_torchcompile import __version__, costs, coverage
 from pytest_torchcompile.budgets import BudgetVerdict, Collected
 from pytest_torchcompile.records import (
     CompileCounts,
@@ -34,7 +34,7 @@ REPORT_FORMAT = 1
 SCHEMA_FILE = "report.schema.json"  # next to this module; the JSON report validates against it
 
 _TRIAGE_KEYS = ("stage", "repro", "artifacts", "triage_time_s")  # set after a parity failure
-OPTIONAL_KEYS = (*_TRIAGE_KEYS, "rejected", "first_rejection", "excused", "not_judged")
+OPTIONAL_KEYS = (*_TRIAGE_KEYS, "rejected", "first_rejection", "excused", "not_judged", "costs")
 """A record's keys a test's JSON entry carries as they are, where the record has them."""
 _MAX_LISTED = 20  # rows of one summary list before "... and N more"
 _TRITON_DISTRIBUTIONS = ("triton", "pytorch-triton", "pytorch-triton-rocm", "pytorch-triton-xpu")
@@ -66,6 +66,8 @@ def section_text(record: ParityRecord) -> str:
         lines += _numbered("cudagraph re-records", counts["cudagraph_rerecords"])
     if counts["cudagraph_skips"]:
         lines += _numbered("cudagraphs skipped", counts["cudagraph_skips"])
+    if "costs" in record:
+        lines.append(costs.line(record["costs"]))
     lines += _verdict_lines(record)
     if record.get("notes"):
         lines += _numbered("notes", record.get("notes", []))
@@ -189,6 +191,7 @@ def summary_lines(
         )
         lines += [f"  {n}" for n in unrecorded[:_MAX_LISTED]] + _more(len(unrecorded), "tests")
     lines += _slowest_compiles(ordered, slowest)
+    lines += _time_spent(ordered, slowest)
     return lines
 
 
@@ -296,6 +299,23 @@ def _counts_table(records: list[ParityRecord]) -> list[str]:
     return lines + _more(len(rows), "tests")
 
 
+def _time_spent(records: list[ParityRecord], slowest: int) -> list[str]:
+    """Where the session's checking time went, by part, and the tests that spent the most."""
+    costed = [r for r in records if "costs" in r]
+    if not costed:
+        return []
+    total = costs.totals([r["costs"] for r in costed if "costs" in r])
+    lines = [
+        f"where the checking time went ({len(costed)} test(s); compile is what your own "
+        f"torch.compile pays too): {costs.line(total).removeprefix('time: ')}"
+    ]
+    ranked = sorted(costed, key=lambda r: (-sum(r["costs"]["seconds"].values()), r["nodeid"]))
+    if slowest > 0:
+        lines.append(f"slowest {min(slowest, len(ranked))} test(s) by checking time:")
+        lines += [f"  {r['nodeid']}: {costs.line(r['costs'])}" for r in ranked[:slowest]]
+    return lines
+
+
 def _slowest_compiles(records: list[ParityRecord], slowest: int) -> list[str]:
     timed = [r for r in records if r["counts"]["compile_time_s"] > 0]
     timed.sort(key=lambda r: -r["counts"]["compile_time_s"])
@@ -342,6 +362,7 @@ def json_report(
             key: sum(sum(t.get(key, {}).values()) for t in tests.values())
             for key in ("excused", "not_judged")
         },
+        "costs": dict(costs.totals([t["costs"] for t in tests.values() if "costs" in t])),
     }
     document = {
         "format": REPORT_FORMAT,

@@ -21,6 +21,7 @@ from pytest_torchcompile import _compat, exported, parity, randomness, sides
 from pytest_torchcompile.accounting import Accountant
 from pytest_torchcompile.calls import Call, CallRunner
 from pytest_torchcompile.compiled import CompiledSide
+from pytest_torchcompile.costs import FRESH_CACHE, Costs
 from pytest_torchcompile.errors import (
     CompileParityFailure,
     ExportFailure,
@@ -112,8 +113,9 @@ class Checker:
         self.excused: dict[str, int] = {}  # rule -> leaves it excused, over every call
         self.not_judged: dict[str, int] = {}  # why (control, uncomparable) -> leaves
         self.wall_time_s = 0.0
+        self.costs = Costs()  # where the checking time goes, and the compiles it adds
         self.last_report: parity.ParityReport | None = None  # the latest call's leaf verdicts
-        self.compiled = CompiledSide(settings, self.accountant)
+        self.compiled = CompiledSide(settings, self.accountant, self.costs)
         self.sides = CallRunner(
             self.compiled,
             settings,
@@ -121,6 +123,7 @@ class Checker:
             on_recompile_limit=self._start_fresh_cache,
             notes=self.notes,
             context=self._context,
+            costs=self.costs,
         )
         self._recompiles_before_cache = 0  # recompiles counted before the current compile cache
         self._rebuilt: set[Hashable] = set()  # kinds of call a plain re-run reproduced
@@ -194,13 +197,14 @@ class Checker:
         try:  # the sides do not wait for the device: the comparison reads what they queued
             call = self.sides.run(fn, args, kwargs)
             kind = _kind_of_call(fn, args, kwargs)
-            report = parity.compare(
-                call.eager,
-                call.compiled,
-                self._compare_options(),
-                **call.reruns(self.settings.compares_backward),
-                rebuilt=kind in self._rebuilt,
-            )
+            with self._comparing():
+                report = parity.compare(
+                    call.eager,
+                    call.compiled,
+                    self._compare_options(),
+                    **call.reruns(self.settings.compares_backward),
+                    rebuilt=kind in self._rebuilt,
+                )
             if report.rebuilt and kind is not None:
                 self._rebuilt.add(kind)
             sides.synchronize()
@@ -214,7 +218,9 @@ class Checker:
         _tally(report, Verdict.NOT_JUDGED, self.not_judged)
         self.wall_time_s += time.perf_counter() - started
         self._raise_compile_failure(call, self.compiled.refused_by(fn, call.compiled.exception))
-        self._raise_divergence(call, report)
+        with self._comparing():
+            message, note = self._divergence(call, report)
+        self._raise_divergence(call, message, note)
         if call.eager.exception is not None:
             self.accountant.excuse_last_call()
             self._eager_rejected(call.eager.exception, args, kwargs)
@@ -235,10 +241,18 @@ class Checker:
             context=self._context(),
         )
 
-    def _raise_divergence(self, call: Call, report: parity.ParityReport) -> None:
-        """Raise ParityError where the sides diverge, or where the callable compiled as the user
-        compiles it does: saying which findings need the checker's own fallback_random."""
-        __tracebackhide__ = True
+    @contextmanager
+    def _comparing(self) -> Iterator[None]:
+        """Time the block as comparing, less the re-runs it asked for (timed as re-runs)."""
+        re_runs = self.costs.seconds["re-runs"]
+        with self.costs.timing("comparing"):
+            yield
+        self.costs.seconds["comparing"] -= self.costs.seconds["re-runs"] - re_runs
+
+    def _divergence(self, call: Call, report: parity.ParityReport) -> tuple[str, str]:
+        """Where the sides diverge, or where the callable compiled as the user compiles it does:
+        the failure message ("" where none), saying which findings need the checker's own
+        fallback_random, and what it says of that setting."""
         message, note = report.failure_message(), ""
         if call.as_user is not None:
             options = parity.CompareOptions(
@@ -256,6 +270,11 @@ class Checker:
                 checked = parity.compare_metadata(call.eager, call.compiled, options)
                 message = randomness.fallback_random_failure(message, not checked.ok)
                 note = message.split("\n\n", 1)[0]
+        return message, note
+
+    def _raise_divergence(self, call: Call, message: str, note: str) -> None:
+        """Raise ParityError with `message` (nothing where it is ""), the recorder told first."""
+        __tracebackhide__ = True
         if message:
             if self.recorder is not None:
                 self.recorder.diverged(note)
@@ -271,6 +290,7 @@ class Checker:
         the refused compile is not an eager fallback, and the report says what happened.
         """
         self.accountant.excuse_last_call()
+        self.costs.compiled(FRESH_CACHE)
         recompiles = len(self.accountant.counts()["recompiles"])
         since = recompiles - self._recompiles_before_cache
         self.notes.append(fresh_cache_note(since, self.calls, self.settings))

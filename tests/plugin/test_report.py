@@ -165,7 +165,7 @@ def test_without_the_option_there_is_no_report_and_no_summary(pytester: pytest.P
     assert not (pytester.path / "reports").exists()
 
 
-_PER_PROCESS = ("wall_time_s", "compile_time_s", "triage_time_s", "repro", "artifacts")
+_PER_PROCESS = ("wall_time_s", "compile_time_s", "triage_time_s", "repro", "artifacts", "costs")
 
 
 def without_timings(document: dict[str, Any]) -> dict[str, Any]:
@@ -179,7 +179,7 @@ def without_timings(document: dict[str, Any]) -> dict[str, Any]:
         }
         for node, entry in document["tests"].items()
     }
-    totals = {k: v for k, v in document["totals"].items() if k != "compile_time_s"}
+    totals = {k: v for k, v in document["totals"].items() if k not in ("compile_time_s", "costs")}
     return {**document, "tests": tests, "totals": totals}
 
 

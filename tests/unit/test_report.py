@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from pytest_torchcompile import __version__, records, report
+from pytest_torchcompile import __version__, costs, records, report
 from pytest_torchcompile.budgets import Budget, BudgetVerdict, Collected, Scope, check
 from pytest_torchcompile.records import CompileCounts, LeafError
 from pytest_torchcompile.report import (
@@ -317,6 +317,7 @@ def test_the_report_holds_every_field_per_node_id_with_versions_at_the_top() -> 
         "compile_time_s": 3.5 + 0.25 + 0.25,
         "excused": 3,
         "not_judged": 1,
+        "costs": {"seconds": dict.fromkeys(costs.PARTS, 0.0), "added_compiles": {}},
     }
     attention = document["tests"][ATTENTION]
     assert attention["counts"] == {"graphs": 3, "graph_breaks": 2, "recompiles": 1, "fallbacks": 0}
@@ -452,3 +453,30 @@ def test_excused_and_unjudged_leaves_are_counted_by_rule_in_the_section_and_summ
     section = section_text(partly).splitlines()
     assert "excused leaves, by rule: float64 reference 2" in section
     assert "checked partly: leaves not judged, by why: the control 1, uncomparable 1" in section
+
+
+def test_where_the_checking_time_went_is_in_the_section_the_summary_and_the_json() -> None:
+    slow = record("tests/t.py::slow", compile_time_s=0)
+    slow["costs"] = costs.Costs(
+        seconds={**dict.fromkeys(costs.PARTS, 0.0), "compiled side": 2.5, "re-runs": 4.0},
+        added={costs.AS_USER: 1},
+    ).record(compile_time_s=1.5, triage_time_s=3.0)
+    assert slow["costs"]["seconds"]["compiled side"] == 1.0  # less the compile time in it
+    fast = record("tests/t.py::fast", compile_time_s=0)
+    fast["costs"] = costs.Costs().record(compile_time_s=0.25)
+    lines = summary_lines([fast, slow], slowest=1)
+    assert lines[-3] == (
+        "where the checking time went (2 test(s); compile is what your own torch.compile pays "
+        "too): compile 1.75s, compiled side 1.00s, eager side 0.00s, comparing 0.00s, re-runs "
+        f"4.00s, triage 3.00s; compiles the checker added: 1 {costs.AS_USER}"
+    )
+    assert lines[-2:] == [
+        "slowest 1 test(s) by checking time:",
+        f"  tests/t.py::slow: {costs.line(slow['costs'])}",
+    ]
+    assert costs.line(slow["costs"]) in section_text(slow).splitlines()
+    document = json_report(
+        [fast, slow], versions={"python": "3", "torch": "2"}, collected=COLLECTED
+    )
+    assert document["totals"]["costs"]["seconds"]["re-runs"] == 4.0
+    jsonschema.validate(document, schema(), cls=jsonschema.Draft202012Validator)

@@ -1,0 +1,80 @@
+"""Where a test's checking time goes, by part, and the compiles the checker adds to the user's.
+
+A suite that takes 18x its plain time under the plugin should say why in the same output:
+compiling (which the user's own torch.compile pays too), running each side, comparing, the
+re-runs the rules and the control ask for, triage after a failure, and compiles only the
+checker makes (a second compile as the user compiles it, a fresh compile cache after the
+recompile limit, a retry in a fresh cache). Plain data and pure functions: no torch, so the
+report and the summary stay free of it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from pytest_torchcompile.records import CostRecord
+
+PARTS = ("compile", "compiled side", "eager side", "comparing", "re-runs", "triage")
+"""The parts of a test's checking time, in the order the report lists them. "compiled side" is
+its run without the compile time in it; "re-runs" are the float64 reference, eager again, the
+rounding-noise runs and the control."""
+
+AS_USER = "compiled again as you compile it, for random draws (fallback_random off)"
+FRESH_CACHE = "a fresh compile cache after the recompile limit"
+FAULT_RETRY = "a retry in a fresh Inductor cache after an environment fault"
+
+
+@dataclass
+class Costs:
+    """One test's costs so far: seconds by part, compiles the checker added by reason."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))
+    added: dict[str, int] = field(default_factory=dict)
+
+    @contextmanager
+    def timing(self, part: str) -> Iterator[None]:
+        """Add the wall time of the block to `part`."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[part] += time.perf_counter() - started
+
+    def compiled(self, reason: str) -> None:
+        """The checker compiled (or will compile) once more for `reason`, beyond the user's."""
+        self.added[reason] = self.added.get(reason, 0) + 1
+
+    def record(self, compile_time_s: float, triage_time_s: float = 0.0) -> CostRecord:
+        """The record of these costs, with the compile time the accountant counted taken out
+        of the compiled side's, and the triage's time."""
+        seconds = dict(self.seconds)
+        seconds["compile"] = compile_time_s
+        seconds["compiled side"] = max(seconds["compiled side"] - compile_time_s, 0.0)
+        seconds["triage"] = triage_time_s
+        return CostRecord(seconds=seconds, added_compiles=dict(sorted(self.added.items())))
+
+
+def line(record: CostRecord) -> str:
+    """`time: compile 1.20s, compiled side 0.05s, ...; compiles the checker added: ...`."""
+    parts = ", ".join(f"{part} {record['seconds'].get(part, 0.0):.2f}s" for part in PARTS)
+    added = record["added_compiles"]
+    extra = "; ".join(f"{n} {reason}" for reason, n in added.items()) if added else "none"
+    return f"time: {parts}; compiles the checker added: {extra}"
+
+
+def totals(records: list[CostRecord]) -> CostRecord:
+    """The sum of several tests' costs."""
+    seconds = dict.fromkeys(PARTS, 0.0)
+    added: dict[str, int] = {}
+    for record in records:
+        for part in PARTS:
+            seconds[part] += record["seconds"].get(part, 0.0)
+        for reason, n in record["added_compiles"].items():
+            added[reason] = added.get(reason, 0) + n
+    return CostRecord(seconds=seconds, added_compiles=dict(sorted(added.items())))
+
+
+__all__ = ["AS_USER", "FAULT_RETRY", "FRESH_CACHE", "PARTS", "Costs", "line", "totals"]
