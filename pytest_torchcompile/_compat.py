@@ -207,6 +207,18 @@ def fallback_random_setting() -> bool:
 # --- isolation (lead) ---
 
 
+@functools.cache
+def own_recompile_region() -> dict[str, Any]:
+    """torch.compile's keywords that give one compile its own Dynamo cache entries and recompile
+    limit (`isolate_recompiles`, torch 2.13), so that the checker's own compiles of a code object
+    (the as-you-compile-it run) neither use up the user's recompile limit nor show up as the
+    guard that failed in the user's recompiles. Empty where torch has no such keyword: there
+    Dynamo's entries of one code object are shared by every compile of it."""
+    if "isolate_recompiles" in inspect.signature(torch.compile).parameters:
+        return {"isolate_recompiles": True}
+    return {}
+
+
 def reset_dynamo() -> None:
     """Forget every compiled frame, guard and counter, as a fresh process would have."""
     torch._dynamo.reset()

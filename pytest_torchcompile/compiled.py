@@ -146,6 +146,7 @@ class CompiledSide:
             backend=self._user_backend() if as_user else self._backend_object(),
             fullgraph=self.settings.fullgraph,
             dynamic=self.settings.torch_dynamic,
+            **(_compat.own_recompile_region() if as_user else {}),  # the user's counts stay theirs
         )
 
     def _draws(self, entry: Compiled) -> randomness.RandomAwareBackend | Exported:
