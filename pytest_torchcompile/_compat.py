@@ -337,6 +337,65 @@ def process_switches_kept() -> Iterator[None]:
             torch.use_deterministic_algorithms(deterministic, warn_only=warn_only)
 
 
+# --- the compiler's own warnings (helper "adopt") ---
+
+# The modules whose warnings during a compile are the compiler's: torch's and Triton's.
+_COMPILER_MODULES = r"(torch|functorch|triton)(\..*)?$"
+_compiler_warnings_depth = 0
+
+
+@contextmanager
+def compiler_warnings_dropped() -> Iterator[None]:
+    """While the block runs, drop the warnings torch's and Triton's own modules issue during a
+    compile: Dynamo converting a frame (the backend's compile inside it) or AOTAutograd
+    compiling a backward lazily.
+
+    The checker compiles where the test did not, so those warnings are not the test's: importing
+    `torch.utils.mkldnn` inside Inductor's compile issues 14 DeprecationWarnings, which under a
+    `filterwarnings = error` made every Inductor check fail and otherwise filled the test's
+    warnings summary. A warning is the compiler's when the frame it is attributed to (after its
+    stacklevel) is in one of those modules, and only during a compile: the compiled code's own
+    warnings at run time, and code of the test's that a compile runs (a fake kernel, a
+    `__torch_function__`), keep the test's filters, so both sides warn or raise alike.
+    """
+    global _compiler_warnings_depth
+    try:
+        from torch._dynamo.callback import CallbackTrigger, callback_handler
+    except ImportError:  # older torch: no compile callbacks to scope it by
+        yield
+        return
+    if _compiler_warnings_depth:
+        yield
+        return
+    compiles = {CallbackTrigger.DYNAMO, CallbackTrigger.LAZY_BACKWARD}
+    entered: list[warnings.catch_warnings[None]] = []
+
+    def on_start(args: Any) -> None:
+        if args.callback_trigger in compiles:
+            kept = warnings.catch_warnings()
+            kept.__enter__()
+            entered.append(kept)
+            warnings.filterwarnings("ignore", module=_COMPILER_MODULES)
+
+    def on_end(args: Any) -> None:
+        if args.callback_trigger in compiles and entered:
+            entered.pop().__exit__(None, None, None)
+
+    _compiler_warnings_depth += 1
+    callback_handler.register_start_callback(on_start)
+    callback_handler.register_end_callback(on_end)
+    try:
+        yield
+    finally:
+        _compiler_warnings_depth -= 1
+        while entered:  # a compile whose end callback never ran (torch._dynamo.reset() inside)
+            entered.pop().__exit__(None, None, None)
+        if on_start in callback_handler.start_callbacks:
+            callback_handler.remove_start_callback(on_start)
+        if on_end in callback_handler.end_callbacks:
+            callback_handler.remove_end_callback(on_end)
+
+
 # --- compile failures (lead) ---
 
 

@@ -22,7 +22,7 @@ from pytest_torchcompile.accounting import Accountant
 from pytest_torchcompile.exported import Exported
 from pytest_torchcompile.marks import mark_inputs
 from pytest_torchcompile.settings import EXPORT_PATHS, Settings, load_backend_callable
-from pytest_torchcompile.sides import Side, nothing, run_side, state_left
+from pytest_torchcompile.sides import Side, run_side, state_left
 from pytest_torchcompile.snapshot import (
     Copies,
     Restructured,
@@ -222,6 +222,7 @@ class CompiledSide:
         )
         with (
             observed,
+            _compat.compiler_warnings_dropped(),  # the compile's, not the test's
             _compat.fallback_random_patched() if drawing else nullcontext(),
             self._compiled_autograd() if self.settings.compiled_autograd else nullcontext(),
         ):
@@ -262,7 +263,8 @@ class CompiledSide:
         _, user_args, user_kwargs = clone_tree((None, args, dict(kwargs)))
         mark_inputs((user_args, user_kwargs), self.settings.dim_marks, (args, kwargs))
         side = self._side(as_user.compiled, as_user.module_copy, user_args, user_kwargs)
-        result = run_side(side, self.settings.compares_backward, nothing, wait=False)
+        around = _compat.compiler_warnings_dropped
+        result = run_side(side, self.settings.compares_backward, around, wait=False)
         if result.exception is not None and _compat.is_recompile_limit_error(result.exception):
             return None
         return result
