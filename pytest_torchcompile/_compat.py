@@ -901,12 +901,33 @@ def inductor_cache_dirs() -> list[str]:
 @contextmanager
 def fresh_inductor_cache() -> Iterator[None]:
     """A new, empty temporary Inductor (and Triton) cache directory for a block, removed after;
-    Inductor's in-memory caches are cleared on the way in and out."""
+    Inductor's in-memory caches are cleared on the way in and out, and so are its CPU ISA
+    probes, which torch's fresh cache keeps (see `_forget_vec_isa_probes`)."""
     from torch._inductor import utils
 
     fresh = getattr(utils, "fresh_cache", None) or utils.fresh_inductor_cache
+    _forget_vec_isa_probes()
     with fresh():
         yield
+
+
+def _forget_vec_isa_probes() -> None:
+    """Clear what Inductor remembers, once per process, of which vector ISAs this CPU compiles.
+
+    Each probe builds a small `.so` into the cache directory, reused by later processes; an
+    empty one (a run killed while writing it) fails the probe, Inductor then compiles kernels
+    that use `at::vec` without its headers, and g++ says "'at::vec' has not been declared". The
+    answer is cached per process, so a retry in a fresh cache must probe again. The result found
+    there is kept: it is this machine's."""
+    from torch._inductor import cpu_vec_isa
+
+    for value in vars(cpu_vec_isa).values():
+        owned = [value, *vars(value).values()] if isinstance(value, type) else [value]
+        for item in owned:
+            if getattr(item, "__module__", None) == cpu_vec_isa.__name__:
+                clear = getattr(item, "cache_clear", None)
+                if callable(clear):
+                    clear()
 
 
 def is_cpp_compile_error(exc: BaseException) -> bool:
@@ -914,6 +935,16 @@ def is_cpp_compile_error(exc: BaseException) -> bool:
     from torch._inductor import exc as inductor_exc
 
     return isinstance(exc, inductor_exc.CppCompileError)
+
+
+def is_backend_compile_failure(exc: BaseException) -> bool:
+    """A failure inside the backend compiler: Dynamo's BackendCompilerFailed around whatever the
+    backend raised (Inductor's InductorError is one), or one of Inductor's own compile errors
+    raised as it is (a C++ compile error, a lowering error)."""
+    from torch._dynamo.exc import BackendCompilerFailed
+    from torch._inductor import exc as inductor_exc
+
+    return isinstance(exc, BackendCompilerFailed) or type(exc).__module__ == inductor_exc.__name__
 
 
 def pytree_children(value: Any) -> list[tuple[str, Any]] | None:

@@ -64,6 +64,7 @@ class CompiledSide:
         self._module_copies: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
         self._backend: Any = None
         self._random_aware: randomness.RandomAwareBackend | None = None
+        self._before_last_run = accountant.mark()  # the counts before the last `run`
 
     def forget(self) -> None:
         """Drop every compiled function and module copy (after Dynamo's cache was reset, and
@@ -178,6 +179,7 @@ class CompiledSide:
         whether it changed (or created) a plain attribute or a state entry of theirs; and the
         copies, which show the tensors it changed. `watch` is the caller's state before the
         call, which the copies start from."""
+        self._before_last_run = self.accountant.mark()
         entry = self._compiled_for(fn)
         memo = self._copies_of_modules((args, dict(kwargs)))
         # Shaped as (module, args, kwargs), so an uncopyable input is named as the input it is.
@@ -196,6 +198,10 @@ class CompiledSide:
         # of their state by the caller's, which they were synced from.
         now = state_left(result, side)
         return result, bool(watch.attributes_changed(now) or copies.rebound(now)), copies
+
+    def forget_last_run(self) -> None:
+        """Drop what the last `run` added to the counts: the checker runs it again."""
+        self.accountant.rollback(self._before_last_run)
 
     def _side(
         self,
