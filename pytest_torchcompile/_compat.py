@@ -207,6 +207,18 @@ def fallback_random_setting() -> bool:
 # --- isolation (lead) ---
 
 
+@functools.cache
+def own_recompile_region() -> dict[str, Any]:
+    """torch.compile's keywords that give one compile its own Dynamo cache entries and recompile
+    limit (`isolate_recompiles`, torch 2.13), so that the checker's own compiles of a code object
+    (the as-you-compile-it run) neither use up the user's recompile limit nor show up as the
+    guard that failed in the user's recompiles. Empty where torch has no such keyword: there
+    Dynamo's entries of one code object are shared by every compile of it."""
+    if "isolate_recompiles" in inspect.signature(torch.compile).parameters:
+        return {"isolate_recompiles": True}
+    return {}
+
+
 def reset_dynamo() -> None:
     """Forget every compiled frame, guard and counter, as a fresh process would have."""
     torch._dynamo.reset()
@@ -351,6 +363,65 @@ def process_switches_kept() -> Iterator[None]:
             yield
         finally:
             switches.restore()
+
+
+# --- the compiler's own warnings (helper "adopt") ---
+
+# The modules whose warnings during a compile are the compiler's: torch's and Triton's.
+_COMPILER_MODULES = r"(torch|functorch|triton)(\..*)?$"
+_compiler_warnings_depth = 0
+
+
+@contextmanager
+def compiler_warnings_dropped() -> Iterator[None]:
+    """While the block runs, drop the warnings torch's and Triton's own modules issue during a
+    compile: Dynamo converting a frame (the backend's compile inside it) or AOTAutograd
+    compiling a backward lazily.
+
+    The checker compiles where the test did not, so those warnings are not the test's: importing
+    `torch.utils.mkldnn` inside Inductor's compile issues 14 DeprecationWarnings, which under a
+    `filterwarnings = error` made every Inductor check fail and otherwise filled the test's
+    warnings summary. A warning is the compiler's when the frame it is attributed to (after its
+    stacklevel) is in one of those modules, and only during a compile: the compiled code's own
+    warnings at run time, and code of the test's that a compile runs (a fake kernel, a
+    `__torch_function__`), keep the test's filters, so both sides warn or raise alike.
+    """
+    global _compiler_warnings_depth
+    try:
+        from torch._dynamo.callback import CallbackTrigger, callback_handler
+    except ImportError:  # older torch: no compile callbacks to scope it by
+        yield
+        return
+    if _compiler_warnings_depth:
+        yield
+        return
+    compiles = {CallbackTrigger.DYNAMO, CallbackTrigger.LAZY_BACKWARD}
+    entered: list[warnings.catch_warnings[None]] = []
+
+    def on_start(args: Any) -> None:
+        if args.callback_trigger in compiles:
+            kept = warnings.catch_warnings()
+            kept.__enter__()
+            entered.append(kept)
+            warnings.filterwarnings("ignore", module=_COMPILER_MODULES)
+
+    def on_end(args: Any) -> None:
+        if args.callback_trigger in compiles and entered:
+            entered.pop().__exit__(None, None, None)
+
+    _compiler_warnings_depth += 1
+    callback_handler.register_start_callback(on_start)
+    callback_handler.register_end_callback(on_end)
+    try:
+        yield
+    finally:
+        _compiler_warnings_depth -= 1
+        while entered:  # a compile whose end callback never ran (torch._dynamo.reset() inside)
+            entered.pop().__exit__(None, None, None)
+        if on_start in callback_handler.start_callbacks:
+            callback_handler.remove_start_callback(on_start)
+        if on_end in callback_handler.end_callbacks:
+            callback_handler.remove_end_callback(on_end)
 
 
 # --- compile failures (lead) ---
@@ -858,12 +929,33 @@ def inductor_cache_dirs() -> list[str]:
 @contextmanager
 def fresh_inductor_cache() -> Iterator[None]:
     """A new, empty temporary Inductor (and Triton) cache directory for a block, removed after;
-    Inductor's in-memory caches are cleared on the way in and out."""
+    Inductor's in-memory caches are cleared on the way in and out, and so are its CPU ISA
+    probes, which torch's fresh cache keeps (see `_forget_vec_isa_probes`)."""
     from torch._inductor import utils
 
     fresh = getattr(utils, "fresh_cache", None) or utils.fresh_inductor_cache
+    _forget_vec_isa_probes()
     with fresh():
         yield
+
+
+def _forget_vec_isa_probes() -> None:
+    """Clear what Inductor remembers, once per process, of which vector ISAs this CPU compiles.
+
+    Each probe builds a small `.so` into the cache directory, reused by later processes; an
+    empty one (a run killed while writing it) fails the probe, Inductor then compiles kernels
+    that use `at::vec` without its headers, and g++ says "'at::vec' has not been declared". The
+    answer is cached per process, so a retry in a fresh cache must probe again. The result found
+    there is kept: it is this machine's."""
+    from torch._inductor import cpu_vec_isa
+
+    for value in vars(cpu_vec_isa).values():
+        owned = [value, *vars(value).values()] if isinstance(value, type) else [value]
+        for item in owned:
+            if getattr(item, "__module__", None) == cpu_vec_isa.__name__:
+                clear = getattr(item, "cache_clear", None)
+                if callable(clear):
+                    clear()
 
 
 def is_cpp_compile_error(exc: BaseException) -> bool:
@@ -871,6 +963,16 @@ def is_cpp_compile_error(exc: BaseException) -> bool:
     from torch._inductor import exc as inductor_exc
 
     return isinstance(exc, inductor_exc.CppCompileError)
+
+
+def is_backend_compile_failure(exc: BaseException) -> bool:
+    """A failure inside the backend compiler: Dynamo's BackendCompilerFailed around whatever the
+    backend raised (Inductor's InductorError is one), or one of Inductor's own compile errors
+    raised as it is (a C++ compile error, a lowering error)."""
+    from torch._dynamo.exc import BackendCompilerFailed
+    from torch._inductor import exc as inductor_exc
+
+    return isinstance(exc, BackendCompilerFailed) or type(exc).__module__ == inductor_exc.__name__
 
 
 def pytree_children(value: Any) -> list[tuple[str, Any]] | None:

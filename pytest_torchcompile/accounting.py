@@ -65,6 +65,21 @@ _DEVICE_KEYS = frozenset(
 _BreakKey = tuple[str, tuple[tuple[str, int], ...], int | None]
 
 
+@dataclass(frozen=True)
+class Mark:
+    """The Accountant's counts at one moment (`Accountant.mark`)."""
+
+    graphs: int
+    exports: int
+    breaks: int
+    recompiles: int
+    fallbacks: dict[tuple[str, str], FallbackRecord]
+    compile_time_s: float
+    frame_compiles: int
+    captured: set[tuple[str, ...]]
+    rerecords: int
+
+
 @dataclass
 class _Graph:
     compile_id: str
@@ -375,6 +390,35 @@ class Accountant:
         """Compiled autograd's cache was reset: a backward captured again is no recompile."""
         self._captured.clear()
 
+    def mark(self) -> Mark:
+        """Where the counts stand now, for `rollback`."""
+        compiles = self._compiles
+        return Mark(
+            graphs=len(self._graphs),
+            exports=len(self._exports),
+            breaks=len(compiles.breaks),
+            recompiles=len(compiles.recompiles),
+            fallbacks=dict(compiles.fallbacks),
+            compile_time_s=compiles.compile_time_s,
+            frame_compiles=compiles.frame_compiles,
+            captured=set(self._captured),
+            rerecords=len(self._cudagraphs.rerecords),
+        )
+
+    def rollback(self, mark: Mark) -> None:
+        """Forget everything counted since `mark`: a compiled run the checker retries (in a
+        fresh cache, after a fault of the environment) is counted once, as its retry."""
+        compiles = self._compiles
+        del self._graphs[mark.graphs :]
+        del self._exports[mark.exports :]
+        compiles.breaks = dict(list(compiles.breaks.items())[: mark.breaks])
+        del compiles.recompiles[mark.recompiles :]
+        compiles.fallbacks = dict(mark.fallbacks)
+        compiles.compile_time_s = mark.compile_time_s
+        compiles.frame_compiles = mark.frame_compiles
+        self._captured = set(mark.captured)
+        del self._cudagraphs.rerecords[mark.rerecords :]
+
     def excuse_last_call(self) -> None:
         """Forget the eager fallbacks of the last observed call: it raised just as eager did.
 
@@ -627,4 +671,4 @@ def _fallback_message(fallbacks: list[FallbackRecord]) -> str:
     )
 
 
-__all__ = ["Accountant"]
+__all__ = ["Accountant", "Mark"]

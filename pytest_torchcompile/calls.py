@@ -214,7 +214,12 @@ class CallRunner:
         if fault is not None:  # not the compiler's doing: retried with a fresh cache, or raised
             self.costs.compiled(FAULT_RETRY)
             outcome = faults.recover(
-                fault, compiled_again, lambda r: r[0].exception, self._notes, self._context()
+                fault,
+                compiled_again,
+                lambda r: r[0].exception,
+                self._notes,
+                self._context(),
+                before_retry=self.compiled.forget_last_run,  # the retry is counted, not both
             )
             compiled, moved_again, copies = outcome
             moved = moved or moved_again

@@ -5,11 +5,14 @@ wrapping the result), so a call of one of their models never reaches `nn.Module.
 `CallSites` finds each class whose `__call__` differs from the one it inherits from
 `nn.Module`'s, and wraps them all; `suspended()` puts the originals back while a replay runs, so
 Dynamo traces nested calls as it would without the plugin. `Constructions` records the module
-classes a test constructs, so the coverage table can name those no check reached.
+classes a test constructs, so the coverage table can name those no check reached: through
+`nn.Module.__init__`, and through the own `__init__` of each class outside torch, which may never
+call `super().__init__()` (a wrapper that takes over another module's state).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -33,6 +36,16 @@ def overriding_classes() -> list[type[torch.nn.Module]]:
     """
     base_call = torch.nn.Module.__dict__["__call__"]
     found: list[type[torch.nn.Module]] = [torch.nn.Module]
+    for cls in _subclasses_outside_torch():
+        own = cls.__dict__.get("__call__")
+        if own is not None and own is not base_call and callable(own):
+            found.append(cls)
+    return found
+
+
+def _subclasses_outside_torch() -> list[type[torch.nn.Module]]:
+    """Every subclass of `nn.Module` defined outside torch, bases before subclasses."""
+    found: list[type[torch.nn.Module]] = []
     seen: set[type] = {torch.nn.Module}
     pending = list(torch.nn.Module.__subclasses__())
     while pending:
@@ -40,12 +53,14 @@ def overriding_classes() -> list[type[torch.nn.Module]]:
         if cls in seen:
             continue
         seen.add(cls)
-        own = cls.__dict__.get("__call__")
-        ours = cls.__module__ != "torch" and not cls.__module__.startswith("torch.")
-        if ours and own is not None and own is not base_call and callable(own):
+        if not _in_torch(cls):
             found.append(cls)
         pending += cls.__subclasses__()
     return found
+
+
+def _in_torch(cls: type) -> bool:
+    return cls.__module__ == "torch" or cls.__module__.startswith("torch.")
 
 
 class CallSites:
@@ -91,13 +106,17 @@ class Constructions:
     """The module classes a test constructs while active (each instance once, by its class).
 
     Paused while the checker runs: the modules torch.compile builds (graph modules, the
-    compiled wrapper) are the checker's, not the test's.
+    compiled wrapper) are the checker's, not the test's. A class defined outside torch is seen
+    through its own `__init__` too, so one that skips `super().__init__()` is not missed (unless
+    it is defined while the test runs, after the wrappers went in).
     """
 
     def __init__(self) -> None:
         self.classes: set[str] = set()
         self._original: Callable[..., Any] | None = None
         self._wrapper: Callable[..., Any] | None = None
+        # class -> (its own __init__, our wrapper), for classes outside torch
+        self._own: dict[type, tuple[Callable[..., Any], Callable[..., Any]]] = {}
         self._paused = False
         self._active = False
 
@@ -110,17 +129,27 @@ class Constructions:
             self._paused = paused
 
     def __enter__(self) -> Constructions:
-        original = torch.nn.Module.__init__
-        seen = self.classes
+        self._original = torch.nn.Module.__init__
+        self._wrapper = self._recording(self._original)
+        self._active = True
+        type.__setattr__(torch.nn.Module, "__init__", self._wrapper)
+        for cls in _subclasses_outside_torch():
+            own = cls.__dict__.get("__init__")
+            if own is not None and callable(own):
+                self._own[cls] = (own, self._recording(own))
+                type.__setattr__(cls, "__init__", self._own[cls][1])
+        return self
 
+    def _recording(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """`original` (an `__init__`), noting the class of each module it initializes."""
+
+        @functools.wraps(original)
         def __init__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
             if self._active and not self._paused and _a_model(type(module)):
-                seen.add(qualified_name(type(module)))
+                self.classes.add(qualified_name(type(module)))
             original(module, *args, **kwargs)
 
-        self._original, self._wrapper, self._active = original, __init__, True
-        type.__setattr__(torch.nn.Module, "__init__", __init__)
-        return self
+        return __init__
 
     def __exit__(self, *exc: object) -> None:
         # Dynamo's first compile wraps Module.__init__ in its own (generation tagging) and keeps
@@ -128,15 +157,18 @@ class Constructions:
         self._active = False
         if torch.nn.Module.__dict__.get("__init__") is self._wrapper:
             type.__setattr__(torch.nn.Module, "__init__", self._original)
+        for cls, (own, wrapper) in self._own.items():
+            if cls.__dict__.get("__init__") is wrapper:
+                type.__setattr__(cls, "__init__", own)
+        self._own.clear()
 
 
 def _a_model(cls: type) -> bool:
     """Whether constructing `cls` is building a model: torch's own compile and tracing machinery
     (graph modules, compiled and scripted wrappers, a bare `nn.Module` root) is not."""
-    where = cls.__module__
     if cls is torch.nn.Module:
         return False
-    return not (where == "torch" or where.startswith("torch.")) or where.startswith("torch.nn.")
+    return not _in_torch(cls) or cls.__module__.startswith("torch.nn.")
 
 
 __all__ = ["CallSites", "Constructions", "overriding_classes", "qualified_name"]

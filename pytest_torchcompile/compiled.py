@@ -81,6 +81,7 @@ class CompiledSide:
         self._backend: Any = None
         self._random_aware: randomness.RandomAwareBackend | None = None
         self._copied_afresh = False  # the latest run copied a module afresh (else synced one)
+        self._before_last_run = accountant.mark()  # the counts before the last `run`
 
     def forget(self) -> None:
         """Drop every compiled function and module copy (after Dynamo's cache was reset, and
@@ -167,6 +168,7 @@ class CompiledSide:
             backend=self._user_backend() if as_user else self._backend_object(),
             fullgraph=self.settings.fullgraph,
             dynamic=self.settings.torch_dynamic,
+            **(_compat.own_recompile_region() if as_user else {}),  # the user's counts stay theirs
         )
 
     def _draws(self, entry: Compiled) -> _Draws:
@@ -203,6 +205,7 @@ class CompiledSide:
         call, which the copies start from."""
         self._copied_afresh = False
         self._switch_as_compiled()
+        self._before_last_run = self.accountant.mark()
         entry = self._compiled_for(fn)
         memo = self._copies_of_modules((args, dict(kwargs)))
         # Shaped as (module, args, kwargs), so an uncopyable input is named as the input it is.
@@ -255,6 +258,10 @@ class CompiledSide:
         side = Side(target, module_copy, control_args, control_kwargs)
         return run_side(side, self.settings.compares_backward, nothing)
 
+    def forget_last_run(self) -> None:
+        """Drop what the last `run` added to the counts: the checker runs it again."""
+        self.accountant.rollback(self._before_last_run)
+
     def _side(
         self,
         compiled: Callable[..., Any],
@@ -281,6 +288,7 @@ class CompiledSide:
         )
         with (
             observed,
+            _compat.compiler_warnings_dropped(),  # the compile's, not the test's
             _compat.fallback_random_patched() if drawing else nullcontext(),
             self._compiled_autograd() if self.settings.compiled_autograd else nullcontext(),
         ):
@@ -323,7 +331,8 @@ class CompiledSide:
         self._switch_as_compiled()
         mark_inputs((user_args, user_kwargs), self.settings.dim_marks, (args, kwargs))
         side = self._side(as_user.compiled, as_user.module_copy, user_args, user_kwargs)
-        result = run_side(side, self.settings.compares_backward, nothing, wait=False)
+        around = _compat.compiler_warnings_dropped
+        result = run_side(side, self.settings.compares_backward, around, wait=False)
         if result.exception is not None and _compat.is_recompile_limit_error(result.exception):
             return None
         return result

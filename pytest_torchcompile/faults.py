@@ -7,8 +7,11 @@ these would read as a miscompile. `classify` recognises them from the compiled s
 (under Dynamo's and Inductor's wrappers), and `recover` retries a cache fault once with a fresh
 cache, or raises `EnvironmentFault`, which names the fault and what to do about it.
 
-Only causes that are clearly the environment's are named: a C++ compile error about the
-generated code itself is the compiler's bug and stays a parity failure.
+Only causes that are clearly the environment's are named outright. Any other failure inside the
+backend compiler may be the cache's too (an emptied ISA probe `.so` makes Inductor emit code g++
+rejects: "'at::vec' has not been declared"), so it is retried once in a fresh cache: passing there,
+it was the cache's, and a note names the directory; failing again, it is the compiler's and stays a
+parity failure.
 """
 
 from __future__ import annotations
@@ -154,7 +157,7 @@ def classify(exc: BaseException | None) -> Fault | None:
             fault = find(current, original)
             if fault is not None:
                 return fault
-    return None
+    return _backend([exc, *chain], original)
 
 
 def recover(
@@ -163,17 +166,22 @@ def recover(
     exception_of: Callable[[T], BaseException | None],
     notes: list[str],
     context: str,
+    *,
+    before_retry: Callable[[], None] = lambda: None,
 ) -> T:
     """After a compiled run failed with `fault`: retry a cache fault once (`run`) with a fresh
     cache and return the retry's result, noting the bypass in `notes`; raise EnvironmentFault for
-    any other fault, and for a cache fault that a fresh cache does not cure.
+    any other fault, and for a cache fault that a fresh cache does not cure. `before_retry`
+    runs first (the checker drops the failed run's counts there).
 
-    A signature that may be the compiler's own (a cached source that does not parse) and that a
-    fresh cache reproduces is the compiler's: the retry's result is returned as it is.
+    A signature that may be the compiler's own (a cached source that does not parse, any other
+    failure inside the backend compiler) and that a fresh cache reproduces is the compiler's: the
+    retry's result is returned as it is.
     """
     __tracebackhide__ = True
     if fault.kind != "cache":
         raise fault.error(context)
+    before_retry()
     with _compat.fresh_inductor_cache():  # classified inside: its paths lie in the fresh cache
         result = run()
         again = classify(exception_of(result))
@@ -239,6 +247,16 @@ def _cache(exc: BaseException, original: BaseException) -> Fault | None:
         root = _compat.inductor_cache_dirs()[0]
         return Fault("cache", "a corrupt Inductor cache entry", "", root, original)
     return None
+
+
+def _backend(raised: list[BaseException], original: BaseException) -> Fault | None:
+    """Any other failure inside the backend compiler (`raised`: the compiled run's exception and
+    what caused it): perhaps the cache's, perhaps the compiler's; the retry tells."""
+    if not any(_compat.is_backend_compile_failure(exc) for exc in raised):
+        return None
+    root = _compat.inductor_cache_dirs()[0]
+    what = "a failure inside the backend compiler (which a damaged cache causes too)"
+    return Fault("cache", what, "", root, original, sure=False)
 
 
 # --- helpers ----------------------------------------------------------------------------------

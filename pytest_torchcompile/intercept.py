@@ -292,7 +292,8 @@ class _ModuleCopies:
         self._structures: dict[int, tuple[torch.nn.Module, Hashable]] = {}  # id -> (module, ...)
 
     def structure(self, module: torch.nn.Module) -> Hashable:
-        """A module's tensors (names, shapes, dtypes, devices), computed once per module per test.
+        """A module's tree and tensors (selection.module_structure), computed once per module
+        per test.
 
         Walking a large model on every call would cost milliseconds; a module restructured in
         the middle of a test keeps its first structure here (its stand-in is still copied anew).

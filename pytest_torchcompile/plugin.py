@@ -60,6 +60,7 @@ RECORD_KEY = pytest.StashKey[ParityRecord]()
 COVERAGE_KEY = pytest.StashKey[CoverageRecord]()  # intercepted tests: classes reached
 CONSTRUCTIONS_KEY = pytest.StashKey["Constructions"]()  # intercepted tests: classes constructed
 RUN_KEY = pytest.StashKey["_Run"]()
+SETTING_ERROR_KEY = pytest.StashKey[str]()  # a test whose marker is invalid: its setup error
 COLLECTED_OUTPUT = "torchcompile_collected"  # workeroutput key: the node ids a worker collected
 GPU_OUTPUT = "torchcompile_gpu"  # workeroutput key: the GPU a worker ran its CUDA tests on
 
@@ -179,8 +180,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         return  # the test chose its own devices
     try:
         settings = _test_settings(metafunc.config, definition, definition.name)
-    except SettingError as exc:
-        raise pytest.Collector.CollectError(str(exc)) from None
+    except SettingError:  # the test's own error at its setup (see pytest_pycollect_makeitem)
+        settings = metafunc.config.stash[SESSION_TEST_SETTINGS]
     devices = _device_params(settings.devices, pinned=worker_gpu(metafunc.config) is not None)
     metafunc.parametrize("device", devices, ids=devices, indirect=True)
 
@@ -209,7 +210,9 @@ def _device_params(selected: tuple[str, ...] | None, *, pinned: bool) -> list[st
 
 @pytest.hookimpl(wrapper=True)
 def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: object) -> Any:
-    """Resolve each parity test's settings at collection: a bad marker is a collection error."""
+    """Resolve each parity test's settings at collection. A bad or conflicting marker is kept as
+    that test's error, raised at its setup: a collection error would stop the whole session,
+    even with the test deselected."""
     result = yield
     items = result if isinstance(result, list) else [result]
     for item in items:
@@ -219,7 +222,7 @@ def pytest_pycollect_makeitem(collector: pytest.Collector, name: str, obj: objec
             try:
                 item.stash[SETTINGS_KEY] = _test_settings(item.config, item, item.name)
             except SettingError as exc:
-                raise collector.CollectError(str(exc)) from None
+                item.stash[SETTING_ERROR_KEY] = str(exc)
     return result
 
 
@@ -259,8 +262,12 @@ def pytest_runtest_setup(item: pytest.Item) -> Generator[None, None, None]:
     """An intercepted test's fixtures construct modules too: the coverage table names them.
 
     Its triage writes under pytest's temporary directory, so the (session-scoped, inert)
-    `tmp_path_factory` fixture joins the fixtures it sets up.
+    `tmp_path_factory` fixture joins the fixtures it sets up. A test whose marker is invalid
+    errors here, before any fixture runs.
     """
+    error = item.stash.get(SETTING_ERROR_KEY, None)
+    if error is not None:
+        pytest.fail(error, pytrace=False)
     if not _intercepted(item):
         return (yield)
     names = getattr(item, "fixturenames", None)

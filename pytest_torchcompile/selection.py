@@ -2,8 +2,10 @@
 
 A call is checked unless the user's patterns leave its class out, it cannot be replayed (a module
 compiled or scripted by the test itself, a call under tracing, tensor subclasses or meta tensors
-as inputs, parameters not initialized yet), or a call with the same signature (class, tensors of
-the module, input types, shapes, dtypes and layouts, modes) was checked already.
+as inputs, parameters not initialized yet), or a call with the same signature was checked
+already: the same module tree (each submodule's class and settings, parameter-free layers
+included), the same tensors in it, the same input types, shapes, dtypes and layouts, and the
+same modes.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 import torch
 
 from pytest_torchcompile import _compat
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
 
 
 @dataclass(frozen=True)
@@ -72,13 +76,38 @@ def call_signature(
 
 
 def module_structure(module: torch.nn.Module) -> Hashable:
-    """What makes two modules of one class different programs: their tensors."""
+    """What makes two modules of one class different programs: the tree of their submodules,
+    each with its class and settings (so Linear, Softplus, Linear is not Linear, Softplus,
+    Linear, Sigmoid, nor a Conv2d of stride 2 one of stride 1), and their tensors."""
+    tree = tuple(
+        (name, type(submodule), _settings(submodule)) for name, submodule in module.named_modules()
+    )
     tensors = []
     for name, tensor in (*module.named_parameters(), *module.named_buffers()):
         if torch.nn.parameter.is_lazy(tensor):
             raise Skip("a lazy module whose parameters are not initialized yet")
-        tensors.append((name, tuple(tensor.shape), tensor.dtype, tensor.device))
-    return tuple(tensors)
+        shape = tuple(tensor.shape)
+        tensors.append((name, shape, tensor.dtype, tensor.device, tensor.requires_grad))
+    return tree, tuple(tensors)
+
+
+def _settings(module: torch.nn.Module) -> tuple[tuple[str, Hashable], ...]:
+    """A module's public attributes that hold constants: sizes, flags, a Softplus's beta, a
+    convolution's stride. The training flag is left to the call's own signature (it changes
+    between calls; this is read once per module and test)."""
+    return tuple(
+        sorted(
+            (name, value)
+            for name, value in vars(module).items()
+            if not name.startswith("_") and name != "training" and _constant(value)
+        )
+    )
+
+
+def _constant(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return all(_constant(item) for item in value)
+    return isinstance(value, _SCALARS)
 
 
 def inputs_signature(value: Any) -> Hashable:
@@ -102,7 +131,7 @@ def inputs_signature(value: Any) -> Hashable:
         return type(value).__name__, tuple(inputs_signature(item) for item in value)
     if isinstance(value, dict):
         return "dict", tuple((key, inputs_signature(item)) for key, item in value.items())
-    if isinstance(value, (bool, int, float, complex, str, bytes, type(None))):
+    if isinstance(value, _SCALARS):
         return type(value).__name__, value
     return (type(value).__qualname__,)
 

@@ -56,30 +56,6 @@ def test_bad_ini_value_names_the_ini_key(pytester):
     )
 
 
-@pytest.mark.parametrize(
-    ("marker", "message"),
-    [
-        (
-            "(max_graph_breaks=-2)",
-            "*Invalid max_graph_breaks=-2 from marker on test_it: expected a non-negative integer*",
-        ),
-        (
-            "(budget=3)",
-            "*Unknown compile_parity setting(s) budget from marker on test_it; valid keys: backend, mode,*",
-        ),
-        (
-            "('eager')",
-            "*compile_parity marker on test_it takes keyword arguments only*valid keys: backend*",
-        ),
-    ],
-)
-def test_bad_marker_is_a_collection_error_naming_test_and_keys(pytester, marker, message):
-    pytester.makepyfile(SHOW_SETTINGS.format(marker=marker, expected=""))
-    result = pytester.runpytest()
-    result.assert_outcomes(errors=1)
-    result.stdout.fnmatch_lines(["*ERROR collecting*", message])
-
-
 def test_precedence_marker_over_command_line_over_ini(pytester):
     pytester.makeini("[pytest]\ncompile_backend = eager\ncompile_max_recompiles = 4\n")
     expected = "backend=eager@ini compile_backend max_recompiles=4"

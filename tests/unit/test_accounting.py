@@ -470,3 +470,22 @@ def test_a_compiled_torch_module_is_named_after_its_forward_not_dynamos_wrapper(
     line = torch.nn.Sequential.forward.__code__.co_firstlineno
     assert graph["frame"].startswith("Sequential.forward (")
     assert graph["frame"].endswith(f"container.py:{line})")
+
+
+def test_rollback_forgets_what_was_counted_since_the_mark() -> None:
+    """A run the checker retries (in a fresh cache) is counted once: the failed attempt's
+    graphs, breaks, recompiles and compile time are dropped."""
+
+    def broken(x: torch.Tensor) -> torch.Tensor:
+        torch._dynamo.graph_break()
+        return x + 1
+
+    with compile_world() as accountant:
+        call = compiled(accountant, broken, dynamic=False)
+        call(torch.ones(2))
+        before = accountant.counts()
+        mark = accountant.mark()
+        call(torch.ones(3))  # a recompile of both frames: two more graphs
+        assert accountant.counts() != before
+        accountant.rollback(mark)
+        assert accountant.counts() == before

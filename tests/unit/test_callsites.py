@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 from typing import Any
 
 import torch
@@ -79,3 +80,22 @@ def test_torchs_compile_machinery_is_not_counted_as_constructed_models() -> None
         torch.fx.symbolic_trace(torch.nn.ReLU())
         torch.nn.Linear(2, 2)
     assert built.classes == {"torch.nn.modules.activation.ReLU", "torch.nn.modules.linear.Linear"}
+
+
+class TakesOver(LibraryModel):
+    """Skips `super().__init__()`: it takes over another module's state."""
+
+    def __init__(self, other: torch.nn.Module, scale: float = 1.0) -> None:
+        self.__dict__ = other.__dict__
+        self.scale = scale
+
+
+def test_a_class_that_skips_super_init_is_recorded_and_its_init_put_back() -> None:
+    own, signature = TakesOver.__dict__["__init__"], inspect.signature(TakesOver)
+    other = LibraryModel()
+    with Constructions() as built:
+        assert inspect.signature(TakesOver) == signature  # unchanged for introspection
+        TakesOver(other)
+    assert built.classes == {f"{__name__}.TakesOver"}
+    assert TakesOver.__dict__["__init__"] is own
+    assert TakesOver(other).scale == 1.0

@@ -95,28 +95,39 @@ def test_resources():
     assert classify(killed).kind == "resources"
 
 
-@pytest.mark.parametrize(
-    "exc",
-    [
-        CppCompileError(  # the generated code is wrong: a compiler bug, not the environment
-            GXX,
-            "/tmp/torchinductor_me/bm/cbm7.main.cpp:14:37: error: 'at::vec' has not been declared",
-        ),
-        RuntimeError("planted: the compiled kernel failed"),
-        EOFError("Ran out of input"),  # the program's own unpickling, nowhere near a cache
-        pickle.UnpicklingError("invalid load key, 'x'."),
-        ImportError("No module named 'scipy'"),
-        FileNotFoundError(errno.ENOENT, "No such file or directory", "data.csv"),
-        subprocess.CalledProcessError(1, ["python", "tool.py"]),
-        AssertionError("expected size 3==3, stride 1==2 at dim=0"),
-        None,
-    ],
-    ids=lambda exc: type(exc).__name__,
+PROGRAMS_OWN = [
+    RuntimeError("planted: the compiled kernel failed"),
+    EOFError("Ran out of input"),  # the program's own unpickling, nowhere near a cache
+    pickle.UnpicklingError("invalid load key, 'x'."),
+    ImportError("No module named 'scipy'"),
+    FileNotFoundError(errno.ENOENT, "No such file or directory", "data.csv"),
+    subprocess.CalledProcessError(1, ["python", "tool.py"]),
+    AssertionError("expected size 3==3, stride 1==2 at dim=0"),
+]
+WRONG_CODE = CppCompileError(
+    GXX, "/tmp/torchinductor_me/bm/cbm7.main.cpp:14:37: error: 'at::vec' has not been declared"
 )
-def test_the_compilers_own_failures_and_the_programs_are_left_alone(exc):
+
+
+@pytest.mark.parametrize("exc", [*PROGRAMS_OWN, None], ids=lambda exc: type(exc).__name__)
+def test_the_programs_own_failures_are_left_alone(exc):
     assert classify(exc) is None
-    if exc is not None:
-        assert classify(compiled_raising(exc)) is None
+
+
+@pytest.mark.parametrize(
+    ("exc", "wrapped"),
+    [(WRONG_CODE, False), *((exc, True) for exc in [WRONG_CODE, *PROGRAMS_OWN])],
+    ids=lambda value: type(value).__name__ if isinstance(value, BaseException) else str(value),
+)
+def test_any_failure_inside_the_backend_compiler_is_one_the_retry_decides(cache_dir, exc, wrapped):
+    """A damaged cache makes the compiler fail too (an emptied ISA probe: 'at::vec' has not been
+    declared), so it is retried in a fresh cache: not sure, it is the compiler's if it comes
+    back there, and the cache's (named in the note) if it does not."""
+    raised = compiled_raising(exc) if wrapped else exc
+    fault = classify(raised)
+    assert fault is not None and fault.kind == "cache" and not fault.sure
+    assert fault.clear == str(cache_dir) and fault.exception is _compat.user_exception(raised)
+    assert f"clear it with: rm -r {cache_dir}" in fault.note()
 
 
 def test_recover_retries_a_cache_fault_once_and_raises_what_a_fresh_cache_does_not_cure():
@@ -136,6 +147,18 @@ def test_recover_retries_a_cache_fault_once_and_raises_what_a_fresh_cache_does_n
     with pytest.raises(EnvironmentFault, match=r"\(resources\)"):
         recover(oom, lambda: runs.append(1), lambda r: None, [], "")
     assert not runs  # only the cache is retried
+
+
+def test_recover_keeps_a_backend_failure_that_comes_back_as_the_compilers():
+    fault = classify(WRONG_CODE)
+    notes: list[str] = []
+    retried: list[str] = []
+    again = recover(
+        fault, lambda: WRONG_CODE, lambda r: r, notes, "", before_retry=lambda: retried.append("x")
+    )
+    assert again is WRONG_CODE and notes == [] and retried == ["x"]
+    assert recover(fault, lambda: None, lambda r: None, notes, "") is None
+    assert notes == [fault.note()]
 
 
 def test_a_crashing_aoti_loader_is_the_environments_fault(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_torchcompile.selection import Selection, Skip, inputs_signature
+from pytest_torchcompile.selection import Selection, Skip, inputs_signature, module_structure
 from pytest_torchcompile.settings import SettingError, session_from_config
 
 
@@ -61,3 +61,33 @@ def test_patterns_parse_from_commas_and_spaces():
     assert session.parity == "all"
     with pytest.raises(SettingError, match="Invalid --compile-parity-exclude=' , '"):
         session_from_config({"torchcompile_parity_exclude": " , "}.get, lambda name: "")
+
+
+def _mlp(*extra: torch.nn.Module) -> torch.nn.Module:
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Linear(3, 4), torch.nn.Softplus(), torch.nn.Linear(4, 1), *extra
+    )
+
+
+def test_structure_tells_parameter_free_layers_apart():
+    assert module_structure(_mlp()) == module_structure(_mlp())
+    assert module_structure(_mlp()) != module_structure(_mlp(torch.nn.Sigmoid()))
+    other = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Tanh(), torch.nn.Linear(4, 1))
+    assert module_structure(_mlp()) != module_structure(other)
+
+
+def test_structure_tells_layer_settings_apart():
+    assert module_structure(torch.nn.Softplus(beta=2.0)) != module_structure(torch.nn.Softplus())
+    strided = torch.nn.Conv2d(1, 2, 3, stride=2)
+    assert module_structure(strided) != module_structure(torch.nn.Conv2d(1, 2, 3))
+
+
+def test_structure_tells_frozen_parameters_apart():
+    frozen = _mlp()
+    frozen[0].requires_grad_(False)
+    assert module_structure(frozen) != module_structure(_mlp())
+
+
+def test_structure_ignores_the_training_flag_the_call_signature_reads_live():
+    assert module_structure(_mlp().eval()) == module_structure(_mlp())
