@@ -131,12 +131,15 @@ class CompiledSide:
         self._copied_afresh = True
         return copied, True
 
-    def _copies_of_modules(self, tree: Any) -> dict[int, Any]:
-        """A deepcopy memo mapping each module among the inputs, and its state, to its copy."""
+    def _copies_of_modules(
+        self, tree: Any, copy: Callable[[torch.nn.Module], torch.nn.Module] | None = None
+    ) -> dict[int, Any]:
+        """A deepcopy memo mapping each module among the inputs, and its state, to its copy
+        (the long-lived one, synced, or what `copy` makes of it)."""
         memo: dict[int, Any] = {}
         for leaf in leaves(tree):
-            if isinstance(leaf, torch.nn.Module):
-                copied, _ = self._module_copy(leaf)
+            if isinstance(leaf, torch.nn.Module) and id(leaf) not in memo:
+                copied = copy(leaf) if copy is not None else self._module_copy(leaf)[0]
                 memo[id(leaf)] = copied
                 memo.update(tensor_pairs(leaf, copied))
         return memo
@@ -243,20 +246,20 @@ class CompiledSide:
         `fn` is a module). Its modules are copied as the latest run's were (afresh, or a copy
         synced from the call's), its inputs cloned into them and marked, and it runs as the
         compiled side does, uncounted. Where it differs from eager, so would any compiler."""
-        memo: dict[int, Any] = {}
-        for original in [module, *leaves((args, kwargs))]:
-            if isinstance(original, torch.nn.Module) and id(original) not in memo:
-                copied = clone_tree(original)
-                if not self._copied_afresh:
-                    sync_module(original, copied)
-                memo[id(original)] = copied
-                memo.update(tensor_pairs(original, copied))
+        memo = self._copies_of_modules((module, args, kwargs), self._copied_as_the_latest)
         _, control_args, control_kwargs = clone_tree((None, args, kwargs), memo)
         mark_inputs((control_args, control_kwargs), self.settings.dim_marks, (args, kwargs))
         module_copy = memo.get(id(module)) if module is not None else None
         target = module_copy if module_copy is not None else fn
         side = Side(target, module_copy, control_args, control_kwargs)
         return run_side(side, self.settings.compares_backward, nothing)
+
+    def _copied_as_the_latest(self, module: torch.nn.Module) -> torch.nn.Module:
+        """A copy of `module` made as the latest run made its copies: afresh, or synced."""
+        copied: torch.nn.Module = clone_tree(module)
+        if not self._copied_afresh:
+            sync_module(module, copied)
+        return copied
 
     def forget_last_run(self) -> None:
         """Drop what the last `run` added to the counts: the checker runs it again."""
