@@ -602,7 +602,16 @@ class _Comparer:
                 self._fail(key, body, section, eager_value=_ABSENT)
 
     def walk(self, name: str, e: Any, c: Any, section: str) -> None:
-        e_node, c_node = _children(e), _children(c)
+        try:
+            e_node, c_node = _children(e), _children(c)
+        except Exception as exc:  # a value whose own methods refuse to be read
+            note = f"{name}: cannot compare a {type(e).__qualname__}: reading it raised "
+            self.leaves.append(
+                LeafComparison(
+                    name, Verdict.NOT_JUDGED, note=note + _exc_text(exc), rule="uncomparable"
+                )
+            )
+            return
         if e_node is None and c_node is None:
             self._leaf(name, e, c, section)
             return

@@ -38,12 +38,15 @@ def children(value: Any, *, inner_tensors: bool = False) -> Children | None:
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return [(f".{f.name}", getattr(value, f.name)) for f in dataclasses.fields(value)]
     if isinstance(value, tuple):
-        # namedtuples have _fields; torch.return_types (structseqs) have __match_args__
+        # namedtuples have _fields; torch.return_types (structseqs) have __match_args__. A
+        # subclass may refuse len() or iteration (e3nn's Irrep raises NotImplementedError):
+        # its items are read as a tuple's.
         cls = type(value)
         names: tuple[str, ...] = getattr(cls, "_fields", ()) or getattr(cls, "__match_args__", ())
-        if len(names) == len(value):
-            return [(f".{n}", v) for n, v in zip(names, value, strict=True)]
-        return [(f"[{i}]", v) for i, v in enumerate(value)]
+        items = [tuple.__getitem__(value, i) for i in range(tuple.__len__(value))]
+        if len(names) == len(items):
+            return [(f".{n}", v) for n, v in zip(names, items, strict=True)]
+        return [(f"[{i}]", v) for i, v in enumerate(items)]
     if isinstance(value, list):
         return [(f"[{i}]", v) for i, v in enumerate(value)]
     if isinstance(value, dict):
@@ -78,7 +81,10 @@ def by_identity(value: Any) -> bool:
 def held(value: Any) -> Children | None:
     """What an object that compares by identity holds, by attribute name: its instance state;
     None where it keeps none in a `__dict__` (slots, or a C type), and cannot be compared."""
-    state = getattr(value, "__dict__", None)
+    try:
+        state = getattr(value, "__dict__", None)
+    except Exception:  # a __dict__ that refuses to be read
+        return None
     if not isinstance(state, dict):
         return None
     return [(f".{name}", item) for name, item in sorted(state.items())]

@@ -52,7 +52,9 @@ def test_a_network_with_other_parameter_free_layers_is_checked_not_already_check
     result = _run(pytester, "--compile-backend=aot_eager")
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
-        ["*intercepted module calls in 2 test(s): 2 checked, 0 diverged, 0 checked partly, 1 skipped"]
+        [
+            "*intercepted module calls in 2 test(s): 2 checked, 0 diverged, 0 checked partly, 1 skipped"
+        ]
     )
     wrong = _run(pytester, "--compile-backend=wrong_sigmoid:backend")
     wrong.assert_outcomes(passed=1, failed=1)

@@ -105,3 +105,20 @@ def test_marked_test_that_never_checks_fails(pytester):
     result.stdout.fnmatch_lines(
         ["*UnusedCheckerError*test_forgot is marked compile_parity but never checked*"]
     )
+
+
+def test_parity_off_runs_a_property_test_s_examples_on_the_shared_fixture(pytester):
+    """Under --compile-parity=off the fixture still serves every example of a @given test: the
+    function-scoped-fixture health check is off for it, as when checks run."""
+    pytester.makepyfile(
+        """
+        import pytest, torch
+        from hypothesis import given, strategies as st
+
+        @pytest.mark.compile_parity
+        @given(x=st.floats(0, 1))
+        def test_given(compile_parity, x):
+            compile_parity(lambda t: t + 1, torch.tensor(x))
+        """
+    )
+    pytester.runpytest("--compile-parity=off").assert_outcomes(passed=1)

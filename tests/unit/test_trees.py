@@ -150,3 +150,30 @@ def test_a_wrong_dense_view_or_distribution_fails() -> None:
         normal(torch.zeros(2), torch.ones(2)), normal(torch.zeros(2), torch.ones(2) * 2)
     )
     assert [leaf.leaf for leaf in wrong.failures] == ["output.scale"]
+
+
+class Irrep(tuple):  # type: ignore[type-arg]
+    """Like e3nn's o3.Irrep: a tuple that refuses len() and membership tests by design."""
+
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+
+def test_a_tuple_that_refuses_len_is_walked_as_a_tuple() -> None:
+    irrep = Irrep((1, 1))
+    assert children(irrep) == [("[0]", 1), ("[1]", 1)]
+    assert _compare(irrep, Irrep((1, 1))).ok
+    assert [leaf.leaf for leaf in _compare(irrep, Irrep((1, 2))).failures] == ["output[1]"]
+
+
+class Refusing:
+    """A value whose own methods raise when read: it cannot be compared, and says why."""
+
+    @property
+    def __dict__(self) -> dict[str, object]:  # type: ignore[override]
+        raise RuntimeError("no state today")
+
+
+def test_a_value_that_raises_when_read_is_not_judged_and_says_why() -> None:
+    (leaf,) = _compare(Refusing(), Refusing()).leaves
+    assert not leaf.judged and leaf.note.startswith("output: cannot compare a Refusing")
