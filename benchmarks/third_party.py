@@ -29,6 +29,7 @@ one), e.g. for torch-optimizer, whose tests ship in its sdist:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import resource
@@ -140,8 +141,7 @@ def _run(name: str, args: argparse.Namespace, tests: list[str], extra: list[str]
                 child.wait(timeout=args.timeout)
             except subprocess.TimeoutExpired:
                 run.timed_out = True
-                os.killpg(child.pid, signal.SIGKILL)
-                child.wait()
+                _stop(child)
         run.wall = time.perf_counter() - started
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         run.cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -150,6 +150,17 @@ def _run(name: str, args: argparse.Namespace, tests: list[str], extra: list[str]
         if args.out and os.path.exists(junit):
             Path(args.out, f"{slug}.xml").write_bytes(Path(junit).read_bytes())
     return run
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    """Interrupt pytest as Ctrl-C would, so that it still writes the JUnit XML and the plugin's
+    summary of the tests it ran; kill the whole group if that takes over a minute."""
+    child.send_signal(signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(timeout=60)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)  # Inductor's compile workers too
+    child.wait()
 
 
 def _import_path(scratch: str) -> str:
@@ -184,7 +195,10 @@ def _summary(output: str) -> list[str]:
 
 def _changed(plain: Run, run: Run) -> list[str]:
     """Each test whose verdict differs from the plain run's, with its failure's first line."""
-    names = sorted(n for n in plain.verdicts if run.verdicts.get(n) != plain.verdicts[n])
+    ran = run.verdicts if run.timed_out else plain.verdicts  # a timed-out run: the tests it ran
+    names = sorted(
+        n for n in ran if n in plain.verdicts and run.verdicts.get(n) != plain.verdicts[n]
+    )
     return [
         f"{n}: {plain.verdicts[n]} -> {run.verdicts.get(n, 'not run')}"
         + (f"\n      {run.messages[n]}" if run.messages.get(n) else "")
@@ -215,6 +229,12 @@ def main() -> int:
     parser.add_argument(
         "--planted", action="append", default=[], help="planted backends (tests/planted.py)"
     )
+    parser.add_argument(
+        "--plain",
+        default="-p no:torchcompile",
+        help="pytest arguments of the plain run (--compile-parity=off for a suite that uses the"
+        " fixture, such as the examples)",
+    )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per pytest run")
     parser.add_argument("--out", help="folder for each run's output, JUnit XML and table")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
@@ -224,7 +244,10 @@ def main() -> int:
 
     tests = args.tests or [_tests_dir(args.python, args.package, args.tests_under)]
     load = [] if _plugin_installed(args.python) else ["-p", "pytest_torchcompile.plugin"]
-    plain = _run("plain", args, tests, ["-p", "no:torchcompile"])
+    plain_args = args.plain.split()
+    if "no:torchcompile" not in plain_args:  # a plain run with the plugin loaded (parity off)
+        plain_args = [*load, *plain_args]
+    plain = _run("plain", args, tests, plain_args)
     print(f"{args.package} ({' '.join(tests)}): {len(plain.verdicts)} tests, {plain.counts()}")
     print(f"plain run: {plain.wall:.1f}s wall, {plain.cpu:.1f}s CPU")
     rows = [_row(plain, plain)]
