@@ -12,7 +12,9 @@ run from `--cwd` where the suite imports itself as a package (`from tests.utils 
 Where the plugin is not an installed entry point of `--python` (a separate virtual environment
 for the library), it is loaded with `-p pytest_torchcompile.plugin` from this checkout. Each run
 gets its own fresh `TORCHINDUCTOR_CACHE_DIR` (a cold compile cache, as on CI) and a time limit;
-`--out DIR` keeps every run's output, JUnit XML and a Markdown table for the notes.
+`--out DIR` keeps every run's output, JUnit XML and a Markdown table for the notes. Any
+backend name goes to `--backend` (`none`, the checker with no compiler, where the plugin has it).
+The project's own examples use the fixture, so their plain run is `--plain=--compile-parity=off`.
 
 Set-up (a virtual environment that reuses the installed torch, so pip cannot resolve another
 one), e.g. for torch-optimizer, whose tests ship in its sdist:
@@ -232,8 +234,8 @@ def main() -> int:
     parser.add_argument(
         "--plain",
         default="-p no:torchcompile",
-        help="pytest arguments of the plain run (--compile-parity=off for a suite that uses the"
-        " fixture, such as the examples)",
+        help="pytest arguments of the plain run (--plain=--compile-parity=off for a suite that"
+        " uses the fixture, such as the examples)",
     )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per pytest run")
     parser.add_argument("--out", help="folder for each run's output, JUnit XML and table")
