@@ -138,6 +138,7 @@ def _run(name: str, args: argparse.Namespace, tests: list[str], extra: list[str]
                 stderr=subprocess.STDOUT,
                 cwd=args.cwd or scratch,
                 start_new_session=True,  # a time-out ends Inductor's compile workers too
+                preexec_fn=_interruptible,
             )
             try:
                 child.wait(timeout=args.timeout)
@@ -152,6 +153,12 @@ def _run(name: str, args: argparse.Namespace, tests: list[str], extra: list[str]
         if args.out and os.path.exists(junit):
             Path(args.out, f"{slug}.xml").write_bytes(Path(junit).read_bytes())
     return run
+
+
+def _interruptible() -> None:
+    """Let pytest take SIGINT as KeyboardInterrupt: a background job started by a shell ignores
+    SIGINT, and Python keeps an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _stop(child: subprocess.Popen[bytes]) -> None:
@@ -188,7 +195,7 @@ def _summary(output: str) -> list[str]:
         (
             i
             for i in range(start + 1, len(lines))
-            if _CLOSING.match(lines[i]) or lines[i][:1] == "="
+            if _CLOSING.match(lines[i]) or lines[i][:1] in ("=", "!")
         ),
         len(lines),
     )
