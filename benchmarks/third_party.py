@@ -1,34 +1,81 @@
-"""Zero-change adoption: an installed third-party test suite with and without --compile-parity=all.
+"""Zero-change adoption: a third-party test suite with and without --compile-parity=all.
 
 Runs the suite once plainly, then once per backend under `--compile-parity=all`, and prints the
-tests and their verdicts (which must match the plain run's, test by test), the intercepted module
-calls checked, diverged and skipped (by reason) and the wall-time overhead. A planted backend run
-(`--planted corrupt_output`) lists the tests that failed and the module classes and leaves named.
+tests and their verdicts (which must match the plain run's, test by test; each changed test with
+the first line of its failure), the plugin's summary and coverage table as printed, and the wall
+and CPU time of each run against the plain one. A planted backend run (`--planted
+corrupt_output`) lists the tests that failed and the module classes and leaves named.
 
-Set-up used for BENCHMARKS.md (a virtual environment that reuses the installed torch, so pip
-cannot resolve another one):
+The tests are those shipped inside an installed package (`--package`, `--tests-under`) or any
+paths and node ids (`--tests`, e.g. a suite unpacked from an sdist or a repository snapshot),
+run from `--cwd` where the suite imports itself as a package (`from tests.utils import ...`).
+Where the plugin is not an installed entry point of `--python` (a separate virtual environment
+for the library), it is loaded with `-p pytest_torchcompile.plugin` from this checkout. Each run
+gets its own fresh `TORCHINDUCTOR_CACHE_DIR` (a cold compile cache, as on CI) and a time limit;
+`--out DIR` keeps every run's output, JUnit XML and a Markdown table for the notes. Any
+backend name goes to `--backend` (`none`, the checker with no compiler, where the plugin has it).
+The project's own examples use the fixture, so their plain run is `--plain=--compile-parity=off`.
 
-    python3 -m venv --system-site-packages /tmp/tpvenv
-    /tmp/tpvenv/bin/pip install torch==2.13.0 einops==0.8.2
-    PYTHONPATH=$PWD python3 benchmarks/third_party.py --python /tmp/tpvenv/bin/python \\
-        --package einops --tests-under tests --env EINOPS_TEST_BACKENDS=torch \\
-        --backend aot_eager --backend inductor --planted corrupt_output
+Set-up (a virtual environment that reuses the installed torch, so pip cannot resolve another
+one), e.g. for torch-optimizer, whose tests ship in its sdist:
+
+    python3 -m venv --system-site-packages /work/tpvenv
+    /work/tpvenv/bin/pip install -c constraints.txt torch-optimizer pytest-xdist  # torch==2.13.0
+    pip download --no-deps --no-binary :all: torch-optimizer==0.3.0 -d /work/tp/sdist
+    tar xzf /work/tp/sdist/torch-optimizer-0.3.0.tar.gz -C /work/tp  # its tests/
+    python3 benchmarks/third_party.py --python /work/tpvenv/bin/python \\
+        --package torch_optimizer --cwd /work/tp/torch-optimizer-0.3.0 --tests tests \\
+        --backend aot_eager --backend inductor --out /tmp/tp-torch-optimizer -- -p no:xdist
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
+import resource
+import signal
 import subprocess
 import sys
 import tempfile
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-_SUMMARY = re.compile(r"intercepted module calls in (\d+) test\(s\): (\d+) checked, (\d+) diverged")
+_COUNTS = re.compile(r"intercepted module calls in \d+ test\(s\): (\d+) checked, (\d+) diverged")
+_SKIPPED = re.compile(r"diverged, (\d+) skipped")
+# pytest's closing line ("3 passed, 1 warning in 2.0s", with or without the = rule around it).
+_CLOSING = re.compile(r"^=*\s*(\d+ \w+(, \d+ \w+)*)? ?(no tests ran )?in [\d.]+s")
+
+
+@dataclass
+class Run:
+    """One pytest run: its verdicts, output and cost."""
+
+    name: str
+    verdicts: dict[str, str] = field(default_factory=dict)
+    messages: dict[str, str] = field(default_factory=dict)
+    output: str = ""
+    wall: float = 0.0
+    cpu: float = 0.0
+    timed_out: bool = False
+
+    def counts(self) -> str:
+        tally: dict[str, int] = {}
+        for outcome in self.verdicts.values():
+            tally[outcome] = tally.get(outcome, 0) + 1
+        text = ", ".join(f"{n} {o}" for o, n in sorted(tally.items()))
+        return text + (" (timed out: partial)" if self.timed_out else "")
+
+    def calls(self) -> str:
+        """'checked / diverged / skipped' intercepted module calls, as the summary counts them."""
+        found, skipped = _COUNTS.search(self.output), _SKIPPED.search(self.output)
+        if found is None or skipped is None:
+            return "-"
+        return f"{found.group(1)} / {found.group(2)} / {skipped.group(1)}"
 
 
 def _tests_dir(python: str, package: str, under: str) -> str:
@@ -38,44 +85,143 @@ def _tests_dir(python: str, package: str, under: str) -> str:
     ).stdout.strip()
 
 
-def _run(
-    python: str, tests: str, env: dict[str, str], extra: list[str]
-) -> tuple[dict[str, str], str, float]:
-    """(verdict per test, output, wall seconds) of one pytest run."""
-    with tempfile.TemporaryDirectory() as scratch:
+def _plugin_installed(python: str) -> bool:
+    """Whether `python` loads the plugin by its entry point (else it needs `-p`)."""
+    code = (
+        "from importlib.metadata import entry_points;"
+        "print(any(e.name == 'torchcompile' for e in entry_points(group='pytest11')))"
+    )
+    done = subprocess.run([python, "-c", code], capture_output=True, text=True)
+    return done.stdout.strip() == "True"
+
+
+def _junit(path: str) -> tuple[dict[str, str], dict[str, str]]:
+    """(verdict, first line of the failure or error message) per test of a JUnit XML file."""
+    verdicts: dict[str, str] = {}
+    messages: dict[str, str] = {}
+    if not os.path.exists(path):
+        return verdicts, messages
+    for case in ET.parse(path).getroot().iter("testcase"):
+        name = f"{case.get('classname')}::{case.get('name')}"
+        verdicts[name] = "passed"
+        for child in case:
+            if child.tag in ("failure", "error", "skipped"):
+                verdicts[name] = child.tag
+                text = child.get("message") or child.text or ""
+                messages[name] = text.strip().splitlines()[0][:200] if text.strip() else ""
+    return verdicts, messages
+
+
+def _run(name: str, args: argparse.Namespace, tests: list[str], extra: list[str]) -> Run:
+    """Run pytest once on the suite in a scratch directory, with a fresh Inductor cache."""
+    run = Run(name)
+    with tempfile.TemporaryDirectory(prefix="tp-") as scratch:
         junit = os.path.join(scratch, "junit.xml")
-        command = [
-            python,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            tests,
-            f"--junitxml={junit}",
-            *extra,
-        ]
+        env = dict(os.environ, **dict(item.split("=", 1) for item in args.env))
+        inherited = env.get("PYTHONPATH", "").split(os.pathsep)
+        paths = [_import_path(scratch), *(p for p in inherited if p and Path(p) != ROOT)]
+        env["PYTHONPATH"] = os.pathsep.join(paths)
+        env["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(scratch, "inductor-cache")
+        command = [args.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
+        command += [f"--junitxml={junit}", *extra, *args.pytest_args]
+        slug = re.sub(r"[^\w.-]+", "_", name)
+        log = Path(args.out or scratch, f"{slug}.txt")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
-        done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=scratch)
-        wall = time.perf_counter() - started
-        verdicts: dict[str, str] = {}
-        for case in ET.parse(junit).getroot().iter("testcase"):
-            outcome = "passed"
-            for child in case:
-                if child.tag in ("failure", "error", "skipped"):
-                    outcome = child.tag
-            verdicts[f"{case.get('classname')}::{case.get('name')}"] = outcome
-    return verdicts, done.stdout + done.stderr, wall
+        with log.open("w") as sink:  # written as it runs, to follow a long run
+            sink.write(" ".join(command) + "\n\n")
+            sink.flush()
+            child = subprocess.Popen(
+                command,
+                env=env,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+                cwd=args.cwd or scratch,
+                start_new_session=True,  # a time-out ends Inductor's compile workers too
+                preexec_fn=_interruptible,
+            )
+            try:
+                child.wait(timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                run.timed_out = True
+                _stop(child)
+        run.wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        run.cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        run.output = log.read_text(errors="replace")
+        run.verdicts, run.messages = _junit(junit)
+        if args.out and os.path.exists(junit):
+            Path(args.out, f"{slug}.xml").write_bytes(Path(junit).read_bytes())
+    return run
+
+
+def _interruptible() -> None:
+    """Let pytest take SIGINT as KeyboardInterrupt: a background job started by a shell ignores
+    SIGINT, and Python keeps an ignored SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _stop(child: subprocess.Popen[bytes]) -> None:
+    """Interrupt pytest as Ctrl-C would, so that it still writes the JUnit XML and the plugin's
+    summary of the tests it ran; kill the whole group if that takes over a minute."""
+    child.send_signal(signal.SIGINT)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        child.wait(timeout=60)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(child.pid, signal.SIGKILL)  # Inductor's compile workers too
+    child.wait()
+
+
+def _import_path(scratch: str) -> str:
+    """A folder holding only the plugin and the planted backends (as `planted`).
+
+    Not this checkout's root: its `tests` package would shadow a suite's own `tests` namespace
+    package (torch-optimizer's `from tests.utils import ...`).
+    """
+    folder = Path(scratch, "path")
+    folder.mkdir()
+    (folder / "pytest_torchcompile").symlink_to(ROOT / "pytest_torchcompile")
+    (folder / "planted.py").symlink_to(ROOT / "tests" / "planted.py")
+    return str(folder)
 
 
 def _summary(output: str) -> list[str]:
-    """The plugin's terminal summary section."""
+    """The plugin's terminal summary section: the calls, then the coverage table."""
     lines = output.splitlines()
     start = next((i for i, line in enumerate(lines) if "intercepted module calls in" in line), None)
     if start is None:
         return ["(no intercepted module calls)"]
-    end = next((i for i in range(start + 1, len(lines)) if lines[i].startswith("=")), len(lines))
+    end = next(
+        (
+            i
+            for i in range(start + 1, len(lines))
+            if _CLOSING.match(lines[i]) or lines[i][:1] in ("=", "!")
+        ),
+        len(lines),
+    )
     return lines[start:end]
+
+
+def _changed(plain: Run, run: Run) -> list[str]:
+    """Each test whose verdict differs from the plain run's, with its failure's first line."""
+    ran = run.verdicts if run.timed_out else plain.verdicts  # a timed-out run: the tests it ran
+    names = sorted(
+        n for n in ran if n in plain.verdicts and run.verdicts.get(n) != plain.verdicts[n]
+    )
+    return [
+        f"{n}: {plain.verdicts[n]} -> {run.verdicts.get(n, 'not run')}"
+        + (f"\n      {run.messages[n]}" if run.messages.get(n) else "")
+        for n in names
+    ]
+
+
+def _row(run: Run, plain: Run) -> str:
+    ratio = f"{run.wall / plain.wall:.2f}x" if plain.wall and run is not plain else "-"
+    changed = "-" if run is plain else str(len(_changed(plain, run)))
+    return (
+        f"| {run.name} | {len(run.verdicts)} | {run.counts()} | {changed} | {run.calls()} "
+        f"| {run.wall:.0f} s | {run.cpu:.0f} s | {ratio} |"
+    )
 
 
 def main() -> int:
@@ -83,50 +229,78 @@ def main() -> int:
     parser.add_argument(
         "--python", default=sys.executable, help="interpreter with the library installed"
     )
-    parser.add_argument("--package", required=True, help="the installed package whose tests run")
+    parser.add_argument("--package", required=True, help="the library (its name in the report)")
     parser.add_argument("--tests-under", default="tests", help="tests folder inside the package")
-    parser.add_argument("--tests", help="a tests folder or file instead (e.g. from an sdist)")
+    parser.add_argument("--tests", nargs="+", help="test paths or node ids instead (from --cwd)")
+    parser.add_argument("--cwd", help="directory to run pytest from (default: a scratch dir)")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the suite")
     parser.add_argument("--backend", action="append", default=[], help="backends to run under")
     parser.add_argument(
         "--planted", action="append", default=[], help="planted backends (tests/planted.py)"
     )
+    parser.add_argument(
+        "--plain",
+        default="-p no:torchcompile",
+        help="pytest arguments of the plain run (--plain=--compile-parity=off for a suite that"
+        " uses the fixture, such as the examples)",
+    )
+    parser.add_argument("--timeout", type=float, default=3600, help="seconds per pytest run")
+    parser.add_argument("--out", help="folder for each run's output, JUnit XML and table")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
     args = parser.parse_args()
+    if args.out:
+        os.makedirs(args.out, exist_ok=True)
 
-    tests = args.tests or _tests_dir(args.python, args.package, args.tests_under)
-    env = dict(os.environ, **dict(item.split("=", 1) for item in args.env))
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(ROOT / "tests"), env.get("PYTHONPATH", "")])
-    plain, _, plain_wall = _run(
-        args.python, tests, env, ["-p", "no:torchcompile", *args.pytest_args]
-    )
-    counts = {o: sum(1 for v in plain.values() if v == o) for o in sorted(set(plain.values()))}
-    print(f"{args.package} ({tests}): {len(plain)} tests {counts}, plain run {plain_wall:.1f}s")
+    tests = args.tests or [_tests_dir(args.python, args.package, args.tests_under)]
+    load = [] if _plugin_installed(args.python) else ["-p", "pytest_torchcompile.plugin"]
+    plain_args = args.plain.split()
+    if "no:torchcompile" not in plain_args:  # a plain run with the plugin loaded (parity off)
+        plain_args = [*load, *plain_args]
+    plain = _run("plain", args, tests, plain_args)
+    print(f"{args.package} ({' '.join(tests)}): {len(plain.verdicts)} tests, {plain.counts()}")
+    print(f"plain run: {plain.wall:.1f}s wall, {plain.cpu:.1f}s CPU")
+    rows = [_row(plain, plain)]
     status = 0
     for backend in args.backend:
-        extra = ["--compile-parity=all", f"--compile-backend={backend}", *args.pytest_args]
-        verdicts, output, wall = _run(args.python, tests, env, extra)
-        changed = sorted(n for n in plain if verdicts.get(n) != plain[n])
-        overhead = wall / plain_wall if plain_wall else float("nan")
-        print(f"\n--compile-backend={backend}: {wall:.1f}s ({overhead:.2f}x the plain run)")
-        print(
-            f"  verdicts changed: {len(changed)}"
-            + "".join(f"\n    {n}: {plain[n]} -> {verdicts.get(n)}" for n in changed)
-        )
-        print("\n".join(f"  {line}" for line in _summary(output)))
-        status |= bool(changed)
+        extra = [*load, "--compile-parity=all", f"--compile-backend={backend}"]
+        run = _run(backend, args, tests, extra)
+        changed = _changed(plain, run)
+        print(f"\n--compile-backend={backend}: {run.wall:.1f}s wall, {run.cpu:.1f}s CPU", end="")
+        print(f" ({run.wall / plain.wall:.2f}x the plain run's wall){' TIMED OUT' * run.timed_out}")
+        print(f"  verdicts changed: {len(changed)}" + "".join(f"\n    {c}" for c in changed))
+        print("\n".join(f"  {line}" for line in _summary(run.output)))
+        rows.append(_row(run, plain))
+        status |= bool(changed) or run.timed_out
     for planted in args.planted:
-        extra = ["--compile-parity=all", f"--compile-backend=planted:{planted}", *args.pytest_args]
-        verdicts, output, wall = _run(args.python, tests, env, extra)
-        newly = sorted(n for n in plain if plain[n] == "passed" and verdicts.get(n) == "failure")
-        print(f"\nplanted:{planted}: {len(newly)} passing tests now fail ({wall:.1f}s)")
+        run = _run(
+            f"planted:{planted}",
+            args,
+            tests,
+            [*load, "--compile-parity=all", f"--compile-backend=planted:{planted}"],
+        )
+        newly = sorted(
+            n
+            for n in plain.verdicts
+            if plain.verdicts[n] == "passed" and run.verdicts.get(n) == "failure"
+        )
+        print(f"\nplanted:{planted}: {len(newly)} passing tests now fail ({run.wall:.1f}s)")
         named = sorted(
-            set(re.findall(r"module call \d+ \(([^)]+)\), differing at ([^:\n]+)", output))
+            set(re.findall(r"module call \d+ \(([^)]+)\), differing at ([^:\n]+)", run.output))
         )
         print(
             "\n".join(f"  {module}: {leaf}" for module, leaf in named) or "  (no divergence named)"
         )
-        print("\n".join(f"  {line}" for line in _summary(output)))
+        print("\n".join(f"  {line}" for line in _summary(run.output)))
+        rows.append(_row(run, plain))
+    table = [
+        "| run | tests | verdicts | changed | calls checked / diverged / skipped | wall | CPU "
+        "| wall vs plain |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        *rows,
+    ]
+    print("\n" + "\n".join(table))
+    if args.out:
+        Path(args.out, "table.md").write_text("\n".join(table) + "\n")
     return status
 
 
