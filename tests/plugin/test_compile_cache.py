@@ -130,3 +130,32 @@ def test_a_session_with_no_parity_test_imports_no_torch(pytester: pytest.Pyteste
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*compile cache: *: AOTAutograd 0 hits, 0 misses;*"])
     assert Path(pytester.path / "cache").is_dir()
+
+
+WORKFLOWS = sorted((Path(__file__).parents[2] / "examples" / "ci").glob("*.yml"))
+
+
+@pytest.mark.parametrize("workflow", WORKFLOWS, ids=lambda path: path.name)
+def test_the_example_workflows_restore_and_save_the_cache_keyed_by_torch(workflow: Path) -> None:
+    """Each job that runs pytest restores the directory it passes as --compile-cache before the
+    tests and saves it after them, under a key that names the pinned torch."""
+    yaml = pytest.importorskip("yaml")
+    jobs = yaml.safe_load(workflow.read_text())["jobs"].values()
+    testing = [job for job in jobs if any("-m pytest " in s.get("run", "") for s in job["steps"])]
+    assert testing
+    for job in testing:
+        steps = job["steps"]
+        uses = [step.get("uses", "") for step in steps]
+        restore = steps[uses.index("actions/cache/restore@v4")]
+        save = steps[uses.index("actions/cache/save@v4")]
+        path = restore["with"]["path"]
+        assert save["with"]["path"] == path
+        assert "torch${{ env.TORCH_VERSION }}" in restore["with"]["key"]
+        assert restore["with"]["restore-keys"] in restore["with"]["key"]
+        assert save["with"]["key"] == f"${{{{ steps.{restore['id']}.outputs.cache-primary-key }}}}"
+        runs = [
+            (i, step["run"]) for i, step in enumerate(steps) if "-m pytest " in step.get("run", "")
+        ]
+        for index, command in runs:
+            assert re.search(rf"--compile-cache[ =]{re.escape(path)}\s", command), command
+            assert steps.index(restore) < index < steps.index(save)
