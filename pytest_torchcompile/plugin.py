@@ -133,7 +133,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _start_run(config: pytest.Config, settings: SessionSettings) -> _Run:
-    """Resolve the report and budget paths and load the budget file, once in every process."""
+    """Send the compile caches to --compile-cache, resolve the report and budget paths and load
+    the budget file, once in every process."""
     run = _Run()
     if settings.cache is not None:
         run.cache = _use_compile_cache(config, settings.cache)
