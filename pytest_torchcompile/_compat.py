@@ -1054,3 +1054,42 @@ def aoti_load_crash(package_path: str, timeout_s: float = 600.0) -> str | None:
         return f"signal {signal.Signals(-done.returncode).name}"
     except ValueError:
         return f"signal {-done.returncode}"
+
+
+# --- compile caches (helper "cache") ---
+
+
+def local_pgo_off() -> Callable[[], None]:
+    """Turn Dynamo's local automatic-dynamic profiles off in a Dynamo config already loaded
+    (one loaded later reads TORCH_DYNAMO_AUTOMATIC_DYNAMIC_LOCAL_PGO); returns the undo."""
+    import sys
+
+    if "torch._dynamo.config" not in sys.modules:
+        return lambda: None
+    import torch._dynamo.config as dynamo_config
+
+    before = dynamo_config.automatic_dynamic_local_pgo
+    dynamo_config.automatic_dynamic_local_pgo = False
+
+    def restore() -> None:
+        dynamo_config.automatic_dynamic_local_pgo = before
+
+    return restore
+
+
+def compile_cache_counts() -> dict[str, int]:
+    """How often this process's compiles hit, missed or bypassed AOTAutograd's and Inductor's
+    on-disk caches, by torch's counter names ("autograd_cache_hit", "fxgraph_cache_miss").
+    Empty where Dynamo was never loaded: nothing was compiled, and nothing is imported."""
+    import sys
+
+    if "torch._dynamo.utils" not in sys.modules:
+        return {}
+    from torch._dynamo.utils import counters
+
+    return {
+        name: int(count)
+        for group in ("aot_autograd", "inductor")
+        for name, count in counters[group].items()
+        if name.startswith(("autograd_cache_", "fxgraph_cache_"))
+    }

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_torchcompile import budgets
+from pytest_torchcompile import budgets, caches
 from pytest_torchcompile.errors import NOTE_PREFIX
 from pytest_torchcompile.fixtures import (
     CHECKER_KEY,
@@ -63,6 +63,7 @@ RUN_KEY = pytest.StashKey["_Run"]()
 SETTING_ERROR_KEY = pytest.StashKey[str]()  # a test whose marker is invalid: its setup error
 COLLECTED_OUTPUT = "torchcompile_collected"  # workeroutput key: the node ids a worker collected
 GPU_OUTPUT = "torchcompile_gpu"  # workeroutput key: the GPU a worker ran its CUDA tests on
+CACHE_OUTPUT = "torchcompile_cache"  # workeroutput key: a worker's compile cache hits and misses
 
 
 @dataclass
@@ -84,6 +85,8 @@ class _Run:
     updated: str | None = None  # what --compile-budgets-update wrote, for the summary
     checked_calls: set[Any] = field(default_factory=set)  # intercepted call signatures checked
     coverage: list[CoverageRecord] = field(default_factory=list)  # one per intercepted test
+    cache: caches.CachePlan | None = None  # --compile-cache
+    cache_counts: dict[str, int] = field(default_factory=dict)  # its hits and misses, all processes
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -130,8 +133,11 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def _start_run(config: pytest.Config, settings: SessionSettings) -> _Run:
-    """Resolve the report and budget paths and load the budget file, once in every process."""
+    """Send the compile caches to --compile-cache, resolve the report and budget paths and load
+    the budget file, once in every process."""
     run = _Run()
+    if settings.cache is not None:
+        run.cache = _use_compile_cache(config, settings.cache)
     if settings.report is not None:
         run.report_path = _session_path(config, "report", settings.report)
     if settings.budgets is None:
@@ -149,10 +155,27 @@ def _start_run(config: pytest.Config, settings: SessionSettings) -> _Run:
     return run
 
 
+def _use_compile_cache(config: pytest.Config, value: str) -> caches.CachePlan:
+    """Send torch's compile caches to the directory, from now until the session ends."""
+    directory = _session_path(config, "cache", value)
+    source = caches.FLAG if _from_command_line(config, "cache") else caches.INI
+    cache = caches.plan(directory, source, os.environ)
+    try:
+        cache.used.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise pytest.UsageError(f"Invalid {source}={value!r}: {exc}") from None
+    config.add_cleanup(caches.apply(cache, os.environ))
+    return cache
+
+
+def _from_command_line(config: pytest.Config, name: str) -> bool:
+    dest = next(option.dest for option in SESSION_OPTIONS if option.name == name)
+    return config.getoption(dest) is not None
+
+
 def _session_path(config: pytest.Config, name: str, value: str) -> Path:
     """A path from the command line is relative to where pytest ran; from the ini, to that file."""
-    dest = next(option.dest for option in SESSION_OPTIONS if option.name == name)
-    if config.getoption(dest) is None and config.inipath is not None:
+    if not _from_command_line(config, name) and config.inipath is not None:
         return config.inipath.parent / value
     return config.invocation_params.dir / value
 
@@ -538,8 +561,13 @@ class _SessionHooks:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Write the budget file and the JSON report, once, in the process that is no worker."""
         run, settings = self._run, self._settings
+        if run.cache is not None:
+            caches.add_counts(run.cache_counts, caches.use_counts())
         if self._worker:
             self._tell_controller_the_gpu()
+            if run.cache is not None:
+                output: dict[str, Any] = self._config.workeroutput  # type: ignore[attr-defined]
+                output[CACHE_OUTPUT] = run.cache_counts
             return
         collected = _collected(self._config, run, exitstatus)
         budget_file, path, name = run.budget_file, run.budget_path, settings.budgets
@@ -583,6 +611,8 @@ class _SessionHooks:
             lines.append(f"compile budgets updated: {run.updated}")
         if self._settings.report is not None:
             lines.append(f"compile report written to {self._settings.report}")
+        if run.cache is not None:
+            lines.append(caches.summary(run.cache, run.cache_counts))
         if run.worker_gpus:
             lines.append(
                 "GPUs per worker: "
@@ -649,6 +679,7 @@ class _XdistHooks:
         output = getattr(node, "workeroutput", {})
         if GPU_OUTPUT in output:
             self._run.worker_gpus[str(node.gateway.id)] = output[GPU_OUTPUT]
+        caches.add_counts(self._run.cache_counts, output.get(CACHE_OUTPUT, {}))
         collected = output.get(COLLECTED_OUTPUT)
         if error is not None or collected is None:
             self._run.worker_lost = True

@@ -503,6 +503,17 @@ SESSION_OPTIONS: tuple[Option, ...] = (
         "--compile-report",
     ),
     Option(
+        "cache",
+        str,
+        None,
+        "keep torch's compile caches (Inductor's compiled graphs and kernels, AOTAutograd's, "
+        "Triton's) in this directory, shared by xdist workers, for CI to save and restore; "
+        "TORCHINDUCTOR_CACHE_DIR and TRITON_CACHE_DIR set in the environment win over the ini "
+        "key, not over the option",
+        "--compile-cache",
+        default_text="none, torch's own cache directories",
+    ),
+    Option(
         "worker_gpus",
         _parse_worker_gpus,
         "round-robin",
@@ -583,6 +594,8 @@ class SessionSettings:
     budgets: str | None = _default(_SESSION_BY_NAME, "budgets")
     budgets_update: bool = _default(_SESSION_BY_NAME, "budgets_update")
     report: str | None = _default(_SESSION_BY_NAME, "report")
+    # one directory for torch's compile caches (see caches.py)
+    cache: str | None = _default(_SESSION_BY_NAME, "cache")
     worker_gpus: str = _default(_SESSION_BY_NAME, "worker_gpus")
     # after a parity failure, replay the test stage by stage (triage.py)
     bisect: str = _default(_SESSION_BY_NAME, "bisect")
