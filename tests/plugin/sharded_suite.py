@@ -102,18 +102,18 @@ _SEPARATOR = re.compile(r"^=+ .* =+$")
 
 
 def compile_section(lines: list[str]) -> list[str]:
-    """The lines under the ``= torch.compile =`` separator, with compile times masked, and the
-    slowest compiles (ordered by time) in node id order: times differ between processes."""
+    """The lines under the ``= torch.compile =`` separator, with times masked, and the lists of
+    the slowest (ordered by time) in node id order: times differ between processes."""
     start = next(i for i, line in enumerate(lines) if re.fullmatch(r"=+ torch.compile =+", line))
     section = []
     for line in lines[start + 1 :]:
         if _SEPARATOR.match(line):
             break
         section.append(re.sub(r"\b\d+\.\d\ds\b", "N.NNs", line))
-    header = next(i for i, line in enumerate(section) if line.startswith("slowest "))
-    end = next(
-        (i for i in range(header + 1, len(section)) if not section[i].startswith("  ")),
-        len(section),
-    )
-    section[header + 1 : end] = sorted(section[header + 1 : end])
+    for header in [i for i, line in enumerate(section) if line.startswith("slowest ")]:
+        end = next(
+            (i for i in range(header + 1, len(section)) if not section[i].startswith("  ")),
+            len(section),
+        )
+        section[header + 1 : end] = sorted(section[header + 1 : end])
     return section
