@@ -7,18 +7,13 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_torchcompile.settings import SessionSettings, Settings
+from pytest_torchcompile.stash import CHECKER_KEY, SESSION_KEY, TMP_PATHS_KEY, settings_of
+from pytest_torchcompile.workers import worker_gpu
 
 if TYPE_CHECKING:
     import torch
 
     from pytest_torchcompile.runner import Checker
-
-SESSION_KEY = pytest.StashKey[SessionSettings]()  # the run's own settings (budgets, report, ...)
-SESSION_TEST_SETTINGS = pytest.StashKey[Settings]()  # command line > ini > default
-SETTINGS_KEY = pytest.StashKey[Settings]()  # one test's, with its marker applied
-CHECKER_KEY = pytest.StashKey["Checker"]()
-TMP_PATHS_KEY = pytest.StashKey[pytest.TempPathFactory]()  # for the default --compile-artifacts
 
 
 @pytest.fixture
@@ -58,9 +53,7 @@ def compile_parity(request: pytest.FixtureRequest) -> Iterator[Checker | EagerOn
     if request.config.stash[SESSION_KEY].parity == "off":
         yield EagerOnly()
         return
-    settings = (
-        request.node.stash.get(SETTINGS_KEY, None) or request.config.stash[SESSION_TEST_SETTINGS]
-    )
+    settings = settings_of(request.node)
     examples = getattr(getattr(request.node, "obj", None), "is_hypothesis_test", False) is True
     checker = Checker(settings, examples=examples)
     checker.recorder = Recorder(examples=examples)  # so that a failure can be replayed (triage.py)
@@ -113,25 +106,3 @@ def device(request: pytest.FixtureRequest) -> torch.device:
         if selected.index is not None and selected.index >= count:
             pytest.skip(f"{name}: only {count} CUDA device(s) are visible")
     return selected
-
-
-def worker_gpu(config: pytest.Config) -> int | None:
-    """The GPU this pytest-xdist worker runs CUDA tests on; None outside xdist or when off.
-
-    Round-robin by worker id by default, so `-n N` on a host with N GPUs uses all of them, one
-    worker each; --compile-worker-gpus=0,0,1,1 maps workers explicitly, =off turns pinning off.
-    """
-    workerinput = getattr(config, "workerinput", None)
-    plan = config.stash[SESSION_KEY].worker_gpus
-    if workerinput is None or plan == "off":
-        return None
-    import torch
-
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    if count == 0:
-        return None
-    worker = int(str(workerinput["workerid"]).removeprefix("gw"))
-    if plan == "round-robin":
-        return worker % count
-    choices = [int(index) for index in plan.split(",")]
-    return choices[worker % len(choices)] % count

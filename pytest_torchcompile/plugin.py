@@ -5,12 +5,10 @@ Loading this module must not import torch: a session without parity tests never 
 
 from __future__ import annotations
 
-import glob
 import os
 import sys
 import tempfile
 from collections.abc import Generator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,25 +16,13 @@ import pytest
 
 from pytest_torchcompile import budgets, caches
 from pytest_torchcompile.errors import NOTE_PREFIX
-from pytest_torchcompile.fixtures import (
-    CHECKER_KEY,
-    SESSION_KEY,
-    SESSION_TEST_SETTINGS,
-    SETTINGS_KEY,
-    TMP_PATHS_KEY,
-    compile_parity,
-    device,
-    worker_gpu,
-)
+from pytest_torchcompile.fixtures import compile_parity, device
 from pytest_torchcompile.records import CoverageRecord, ParityRecord
 from pytest_torchcompile.report import (
-    json_report,
     junit_properties,
-    runtime_versions,
-    save_json,
     section_text,
-    session_summary,
 )
+from pytest_torchcompile.session import SessionHooks
 from pytest_torchcompile.settings import (
     MARKER_KEYS,
     SESSION_OPTIONS,
@@ -48,6 +34,21 @@ from pytest_torchcompile.settings import (
     marker_settings,
     session_from_config,
 )
+from pytest_torchcompile.stash import (
+    CHECKER_KEY,
+    CONSTRUCTIONS_KEY,
+    COVERAGE_KEY,
+    RECORD_KEY,
+    RUN_KEY,
+    SESSION_KEY,
+    SESSION_TEST_SETTINGS,
+    SETTING_ERROR_KEY,
+    SETTINGS_KEY,
+    TMP_PATHS_KEY,
+    Run,
+    settings_of,
+)
+from pytest_torchcompile.workers import XdistHooks, worker_gpu
 
 if TYPE_CHECKING:
     from pytest_torchcompile.callsites import Constructions
@@ -56,37 +57,6 @@ if TYPE_CHECKING:
 __all__ = ["compile_parity", "device"]
 
 MARKER = "compile_parity"
-RECORD_KEY = pytest.StashKey[ParityRecord]()
-COVERAGE_KEY = pytest.StashKey[CoverageRecord]()  # intercepted tests: classes reached
-CONSTRUCTIONS_KEY = pytest.StashKey["Constructions"]()  # intercepted tests: classes constructed
-RUN_KEY = pytest.StashKey["_Run"]()
-SETTING_ERROR_KEY = pytest.StashKey[str]()  # a test whose marker is invalid: its setup error
-COLLECTED_OUTPUT = "torchcompile_collected"  # workeroutput key: the node ids a worker collected
-GPU_OUTPUT = "torchcompile_gpu"  # workeroutput key: the GPU a worker ran its CUDA tests on
-CACHE_OUTPUT = "torchcompile_cache"  # workeroutput key: a worker's compile cache hits and misses
-
-
-@dataclass
-class _Run:
-    """What this process learns in a session, for the budget file, the JSON report and summary."""
-
-    budget_file: budgets.Budgets | None = None  # the --compile-budgets file, as loaded at start
-    budget_path: Path | None = None
-    report_path: Path | None = None
-    records: list[ParityRecord] = field(default_factory=list)
-    reported: set[str] = field(default_factory=set)  # node ids of every test report
-    collected: set[str] = field(default_factory=set)  # every test collected, before deselection
-    uncollected: set[str] = field(default_factory=set)  # collectors skipped at collection
-    collection_failed: bool = False
-    workers_collected: int = 0  # xdist workers that sent the node ids they collected
-    worker_gpus: dict[str, str] = field(default_factory=dict)  # worker id -> "cuda:1 (name)"
-    worker_lost: bool = False  # an xdist worker went down without them
-    verdicts: dict[str, budgets.BudgetVerdict] | None = None  # when checking a budget file
-    updated: str | None = None  # what --compile-budgets-update wrote, for the summary
-    checked_calls: set[Any] = field(default_factory=set)  # intercepted call signatures checked
-    coverage: list[CoverageRecord] = field(default_factory=list)  # one per intercepted test
-    cache: caches.CachePlan | None = None  # --compile-cache
-    cache_counts: dict[str, int] = field(default_factory=dict)  # its hits and misses, all processes
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -127,15 +97,15 @@ def pytest_configure(config: pytest.Config) -> None:
     except SettingError as exc:
         raise pytest.UsageError(str(exc)) from None
     run = config.stash[RUN_KEY] = _start_run(config, config.stash[SESSION_KEY])
-    config.pluginmanager.register(_SessionHooks(config, run), "torchcompile-session")
+    config.pluginmanager.register(SessionHooks(config, run), "torchcompile-session")
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(_XdistHooks(run), "torchcompile-xdist")
+        config.pluginmanager.register(XdistHooks(run), "torchcompile-xdist")
 
 
-def _start_run(config: pytest.Config, settings: SessionSettings) -> _Run:
+def _start_run(config: pytest.Config, settings: SessionSettings) -> Run:
     """Send the compile caches to --compile-cache, resolve the report and budget paths and load
     the budget file, once in every process."""
-    run = _Run()
+    run = Run()
     if settings.cache is not None:
         run.cache = _use_compile_cache(config, settings.cache)
     if settings.report is not None:
@@ -381,7 +351,7 @@ def _interceptor(item: pytest.Item) -> Interceptor | None:
     from pytest_torchcompile.selection import Selection
 
     # A marked test's settings were resolved (and validated) at collection.
-    settings = item.stash.get(SETTINGS_KEY, None) or item.config.stash[SESSION_TEST_SETTINGS]
+    settings = settings_of(item)
     selection = Selection(
         include=session.parity_include,
         exclude=session.parity_exclude,
@@ -515,174 +485,3 @@ def pytest_runtest_makereport(
     if reached is not None and report.when == "call":
         report.torchcompile_coverage = reached  # type: ignore[attr-defined]
     return report
-
-
-# --- the session: collection facts, records from every process, budget file, report, summary ---
-
-
-class _SessionHooks:
-    """Session-wide hooks whose hookspecs pass no config: they reach the run through this object.
-
-    Records are gathered from reports wherever they arrive (the only process, or the xdist
-    controller), so the budget file, the JSON report and the summary are made the same way
-    with and without xdist, once, by the process that is not a worker.
-    """
-
-    def __init__(self, config: pytest.Config, run: _Run) -> None:
-        self._config = config
-        self._run = run
-        self._settings = config.stash[SESSION_KEY]
-        self._worker = hasattr(config, "workerinput")
-
-    def pytest_itemcollected(self, item: pytest.Item) -> None:
-        self._run.collected.add(item.nodeid)
-
-    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
-        if report.failed:
-            self._run.collection_failed = True
-        elif report.skipped:
-            self._run.uncollected.add(report.nodeid)
-
-    def pytest_collection_finish(self, session: pytest.Session) -> None:
-        """An xdist worker tells the controller every test it collected (see `_collected`)."""
-        if self._worker and (self._settings.budgets_update or self._settings.report is not None):
-            output: dict[str, Any] = self._config.workeroutput  # type: ignore[attr-defined]
-            output[COLLECTED_OUTPUT] = sorted(self._run.collected)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self._run.reported.add(report.nodeid)
-        record: ParityRecord | None = getattr(report, "torchcompile", None)
-        if record is not None:
-            self._run.records.append(record)
-        reached: CoverageRecord | None = getattr(report, "torchcompile_coverage", None)
-        if reached is not None:
-            self._run.coverage.append(reached)
-
-    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        """Write the budget file and the JSON report, once, in the process that is no worker."""
-        run, settings = self._run, self._settings
-        if run.cache is not None:
-            caches.add_counts(run.cache_counts, caches.use_counts())
-        if self._worker:
-            self._tell_controller_the_gpu()
-            if run.cache is not None:
-                output: dict[str, Any] = self._config.workeroutput  # type: ignore[attr-defined]
-                output[CACHE_OUTPUT] = run.cache_counts
-            return
-        collected = _collected(self._config, run, exitstatus)
-        budget_file, path, name = run.budget_file, run.budget_path, settings.budgets
-        if budget_file is not None and path is not None and name and settings.budgets_update:
-            run.updated = budgets.write_update(path, budget_file, run.records, collected, name=name)
-        elif budget_file is not None and name:
-            run.verdicts = budgets.verdicts(budget_file, run.records, source=name)
-        if run.report_path is not None:
-            document = json_report(
-                run.records,
-                versions=runtime_versions(),
-                collected=collected,
-                coverage_records=run.coverage,
-                budget_verdicts=run.verdicts,
-            )
-            save_json(run.report_path, document)
-
-    def _tell_controller_the_gpu(self) -> None:
-        """A worker that ran CUDA tests tells the controller which GPU it used."""
-        if "torch" not in sys.modules:
-            return
-        import torch
-
-        if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
-            index = torch.cuda.current_device()
-            output: dict[str, Any] = self._config.workeroutput  # type: ignore[attr-defined]
-            output[GPU_OUTPUT] = f"cuda:{index} ({torch.cuda.get_device_name(index)})"
-
-    def pytest_terminal_summary(self, terminalreporter: pytest.TerminalReporter) -> None:
-        """Shown with --compile-report, or when a budget verdict, a failure's triage or a
-        rejected example is worth reading."""
-        run = self._run
-        notable = any(v.status != "unchanged" for v in (run.verdicts or {}).values()) or any(
-            "artifacts" in record or "rejected" in record or "not_judged" in record
-            for record in run.records
-        )
-        lines = session_summary(
-            run.records, run.coverage, run.verdicts, counts=bool(run.report_path or notable)
-        )
-        if run.updated is not None:
-            lines.append(f"compile budgets updated: {run.updated}")
-        if self._settings.report is not None:
-            lines.append(f"compile report written to {self._settings.report}")
-        if run.cache is not None:
-            lines.append(caches.summary(run.cache, run.cache_counts))
-        if run.worker_gpus:
-            lines.append(
-                "GPUs per worker: "
-                + ", ".join(f"{w} -> {gpu}" for w, gpu in sorted(run.worker_gpus.items()))
-            )
-        if self._worker or not lines:
-            return
-        terminalreporter.write_sep("=", "torch.compile")
-        for line in lines:
-            terminalreporter.write_line(line)
-
-
-def _collected(config: pytest.Config, run: _Run, exitstatus: int) -> budgets.Collected:
-    """What this session collected, for the budget update and the JSON report.
-
-    Its scope is the paths pytest collected from (arguments, testpaths or the invocation
-    directory) less --ignore'd ones; node-id arguments add none. It has no scope (it cannot vouch
-    for what it collected) when something failed to collect, the run was interrupted, an xdist
-    worker did not report what it collected, or --lf, --ignore-glob or --pyargs narrowed
-    collection in a way paths cannot say. -k, -m, --deselect, -x and pytest-split do not narrow
-    it: the tests they leave out were still collected.
-    """
-    distributed = config.pluginmanager.getplugin("dsession") is not None
-    complete = (
-        not run.collection_failed
-        and exitstatus != pytest.ExitCode.INTERRUPTED
-        and (not distributed or (run.workers_collected > 0 and not run.worker_lost))
-        and not any(config.getoption(name, None) for name in ("lf", "ignore_glob", "pyargs"))
-    )
-    root, here = config.rootpath, config.invocation_params.dir
-    scopes: tuple[budgets.Scope, ...] = ()
-    if complete:
-        paths = [arg for arg in config.args if "::" not in arg]
-        scope = budgets.Scope(
-            paths=_rootdir_paths(root, here, paths),
-            ignored=_rootdir_paths(root, here, config.getoption("ignore", None) or []),
-        )
-        scopes = (scope,)
-    testpaths = [
-        found
-        for pattern in config.getini("testpaths")
-        for found in glob.glob(pattern, root_dir=root, recursive=True)
-    ]
-    return budgets.Collected(
-        suite=_rootdir_paths(root, root, testpaths) or (".",),
-        scopes=scopes,
-        existing=frozenset(run.collected | run.reported),
-        uncollected=frozenset(run.uncollected),
-    )
-
-
-def _rootdir_paths(root: Path, here: Path, paths: list[str]) -> tuple[str, ...]:
-    """Paths given relative to `here` (or absolute), as budgets' scope paths under `root`."""
-    return budgets.relative_paths(root, (Path(os.path.abspath(here / path)) for path in paths))
-
-
-class _XdistHooks:
-    """The xdist controller's hooks, registered only where pytest-xdist is installed."""
-
-    def __init__(self, run: _Run) -> None:
-        self._run = run
-
-    def pytest_testnodedown(self, node: Any, error: object | None) -> None:
-        output = getattr(node, "workeroutput", {})
-        if GPU_OUTPUT in output:
-            self._run.worker_gpus[str(node.gateway.id)] = output[GPU_OUTPUT]
-        caches.add_counts(self._run.cache_counts, output.get(CACHE_OUTPUT, {}))
-        collected = output.get(COLLECTED_OUTPUT)
-        if error is not None or collected is None:
-            self._run.worker_lost = True
-        else:
-            self._run.workers_collected += 1
-            self._run.collected.update(collected)
