@@ -66,18 +66,22 @@ backend = aot_autograd(fw_compiler=_compiler("forward"), bw_compiler=_compiler("
 """
 
 
+# Other plugins a machine has installed (pytest-benchmark warns at configure time when xdist is
+# present) would fail an inner run under `-W error` before any test: only torch's warnings are
+# under test here.
+NO_FOREIGN_WARNINGS = ("-p", "no:benchmark", "-p", "no:cacheprovider")
+
+
 def test_warnings_of_the_compile_neither_fail_nor_show_while_the_users_stay(pytester):
     pytester.makepyfile(warning_backend=WARNING_BACKEND)
     pytester.syspathinsert()
     pytester.makepyfile(test_user=USER_CODE + RAISED_ALIKE)
     errors = pytester.runpytest(
-        "--compile-backend=warning_backend:backend", "-W", "error", "-p", "no:cacheprovider"
+        "--compile-backend=warning_backend:backend", "-W", "error", *NO_FOREIGN_WARNINGS
     )
     errors.assert_outcomes(passed=3)
     pytester.makepyfile(test_user=USER_CODE + UNCAUGHT)
-    shown = pytester.runpytest(
-        "--compile-backend=warning_backend:backend", "-p", "no:cacheprovider"
-    )
+    shown = pytester.runpytest("--compile-backend=warning_backend:backend", *NO_FOREIGN_WARNINGS)
     shown.assert_outcomes(passed=3)
     shown.stdout.fnmatch_lines(["*warnings summary*", "*UserWarning: the user's own warning"])
     shown.stdout.no_fnmatch_line("*torch.planted is deprecated*")
@@ -93,7 +97,7 @@ def test_an_inductor_suite_passes_under_error_filters_and_shows_no_torch_warning
     if errors:
         pytester.makeini("[pytest]\nfilterwarnings =\n    error\n")
     pytester.makepyfile(test_user=USER_CODE + (RAISED_ALIKE if errors else UNCAUGHT))
-    result = pytester.runpytest_subprocess("--compile-backend=inductor", "-p", "no:cacheprovider")
+    result = pytester.runpytest_subprocess("--compile-backend=inductor", *NO_FOREIGN_WARNINGS)
     result.assert_outcomes(passed=3)
     result.stdout.no_fnmatch_line("*site-packages/torch/*Warning*")
     if not errors:
@@ -122,7 +126,7 @@ def test_the_stage_bisect_under_error_filters_blames_the_stage_that_diverges(pyt
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(pytester.path / "inductor-cache"))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(pytester.path), *sys.path]))
     result = pytester.runpytest_subprocess(
-        "--compile-backend=corrupt:backend", "-W", "error::DeprecationWarning"
+        "--compile-backend=corrupt:backend", "-W", "error::DeprecationWarning", *NO_FOREIGN_WARNINGS
     )
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(
