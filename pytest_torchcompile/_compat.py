@@ -1036,24 +1036,39 @@ class LoaderCrash(RuntimeError):
         self.package = package
 
 
-def aoti_load_crash(package_path: str, timeout_s: float = 600.0) -> str | None:
+def aoti_load_crash(package_path: str, timeout_s: float = 180.0) -> str | None:
     """How AOTInductor's loader dies loading `package_path` in a separate process ("signal
-    SIGSEGV"), or None where it loads (or fails with an exception, which an in-process load
-    reports as such). A crash in this process would take the whole test session with it."""
+    SIGSEGV", or "no answer within 180 s"), or None where it loads (or fails with an exception,
+    which an in-process load reports as such). A crash in this process would take the whole test
+    session with it."""
     import signal
     import subprocess
     import sys
 
     code = "import sys, torch; torch._inductor.aoti_load_package(sys.argv[1])"
-    done = subprocess.run(
-        [sys.executable, "-c", code, package_path], capture_output=True, timeout=timeout_s
-    )
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", code, package_path],
+            capture_output=True,
+            timeout=timeout_s,
+            preexec_fn=_no_core_dump,
+        )
+    except subprocess.TimeoutExpired:
+        return f"no answer within {timeout_s:.0f} s"
     if done.returncode >= 0:
         return None
     try:
         return f"signal {signal.Signals(-done.returncode).name}"
     except ValueError:
         return f"signal {-done.returncode}"
+
+
+def _no_core_dump() -> None:
+    """In the loader's child: a crashing CUDA process can spend minutes writing a core file of
+    its whole address space, which looked like a hang (seen on the GPU machine)."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
 
 
 # --- compile caches (helper "cache") ---

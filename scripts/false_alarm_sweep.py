@@ -11,10 +11,11 @@ printed so that a failure can be re-run. The zoo suites run with their `zoo` pro
 benchmarks/zoo/run.py does), the examples with their own settings (as CI runs them). Each run gets
 an empty Hypothesis database, so no run replays another's failures. Logs and a JSON summary go
 to `--logs` ($OUT or ./sweep-logs); the last lines printed are the table of failures per
-(backend, seed). Each finished run is appended to `runs.jsonl` there and the table so far is
-rewritten to `summary.md`, so a sweep cut off by `timeout` (SIGTERM or SIGINT) still leaves its
-figures behind; on such a signal it stops the running pytest processes and prints the table of
-the runs that finished.
+(backend, seed) and, per backend, how many leaves outside the plain tolerance each named rule
+excused (issue 33's audit: every excuse's note is in the logs, `-rA`). Each finished run is
+appended to `runs.jsonl` there and the table so far is rewritten to `summary.md`, so a sweep cut
+off by `timeout` (SIGTERM or SIGINT) still leaves its figures behind; on such a signal it stops
+the running pytest processes and prints the table of the runs that finished.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -57,6 +58,10 @@ class Run:
     failures: list[str] = field(default_factory=list)  # "test: first line of the error"
     passed: int = 0
     interrupted: bool = False  # stopped by a signal: no verdict, left out of the figures
+    # leaves outside the plain tolerance a named rule excused, and leaves not judged, by rule
+    # (from the run's --compile-report): issue 33's audit reads each rule's notes in the logs
+    excused: dict[str, int] = field(default_factory=dict)
+    not_judged: dict[str, int] = field(default_factory=dict)
 
     @property
     def group(self) -> str:
@@ -95,7 +100,15 @@ def execute(run: Run, devices: str, threads: int, timeout: int, logs: Path) -> R
             "OMP_NUM_THREADS": str(threads),
             "TORCHINDUCTOR_COMPILE_THREADS": "1",  # -n processes already share the cores
         }
-        command = [*run.command(devices), "-p", "zoo.outcomes", f"--zoo-outcomes={outcomes}"]
+        report = Path(tmp) / "report.json"
+        command = [
+            *run.command(devices),
+            "-p",
+            "zoo.outcomes",
+            f"--zoo-outcomes={outcomes}",
+            f"--compile-report={report}",
+            "-rA",  # the passing tests' notes too: every excuse is read once
+        ]
         process = subprocess.Popen(
             command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
         )
@@ -117,6 +130,12 @@ def execute(run: Run, devices: str, threads: int, timeout: int, logs: Path) -> R
         records: list[dict[str, Any]] = (
             json.loads(outcomes.read_text()) if outcomes.exists() else []
         )
+        tests = json.loads(report.read_text())["tests"].values() if report.exists() else []
+    for test in tests:
+        for key in ("excused", "not_judged"):
+            counts = getattr(run, key)
+            for rule, n in test.get(key, {}).items():
+                counts[rule] = counts.get(rule, 0) + n
     run.seconds = time.perf_counter() - started
     run.passed = sum(r["outcome"] == "passed" for r in records)
     run.failures = [
@@ -169,11 +188,30 @@ def table(runs: Sequence[Run], seeds: Sequence[int], backends: Sequence[str]) ->
                 f"| {backend} | {seed} | {zoo} | {examples} | {sum(r.passed for r in mine)} "
                 f"| {max((r.seconds for r in mine), default=0):.0f} |"
             )
+    lines += [
+        "",
+        "| backend | leaves excused, by rule | leaves not judged, by why |",
+        "| --- | --- | --- |",
+    ]
+    for backend in backends:
+        mine = [r for r in runs if r.backend == backend]
+        lines.append(
+            f"| {backend} | {_totals(r.excused for r in mine)} "
+            f"| {_totals(r.not_judged for r in mine)} |"
+        )
     failed = [r for r in runs if r.failures]
     lines += ["", f"failures ({sum(len(r.failures) for r in failed)}):"]
     for r in sorted(failed, key=lambda r: (r.backend, r.seed, r.file)):
         lines += [f"- {r.backend}, seed {r.seed}, {r.file}: {f}" for f in r.failures]
     return "\n".join(lines)
+
+
+def _totals(counts: Iterable[dict[str, int]]) -> str:
+    total: dict[str, int] = {}
+    for each in counts:
+        for rule, n in each.items():
+            total[rule] = total.get(rule, 0) + n
+    return ", ".join(f"{rule}: {n}" for rule, n in sorted(total.items())) or "none"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

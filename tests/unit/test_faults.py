@@ -178,3 +178,11 @@ def test_a_crashing_aoti_loader_is_the_environments_fault(monkeypatch: pytest.Mo
 
 def test_a_loader_that_raises_is_left_to_the_in_process_load(tmp_path: Path) -> None:
     assert _compat.aoti_load_crash(str(tmp_path / "missing.pt2")) is None
+
+
+def test_a_loader_that_never_answers_is_a_crash_with_its_wait_named(tmp_path: Path) -> None:
+    """The GPU machine's loader test printed nothing for 200 s: a child that does not answer in
+    time is a crash of the loader's, named with the wait, never a hang of the session."""
+    assert _compat.aoti_load_crash(str(tmp_path / "program.pt2"), timeout_s=0.01) == (
+        "no answer within 0 s"
+    )
