@@ -329,7 +329,7 @@ SPECIAL_CHECKS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
 
 
 @pytest.mark.parametrize(
-    ("kind", "dtype"), zip(SPECIAL_CHECKS, itertools.cycle(tcst.FLOAT_DTYPES), strict=False)
+    ("kind", "dtype"), list(zip(SPECIAL_CHECKS, itertools.cycle(tcst.FLOAT_DTYPES), strict=False))
 )
 def test_each_special_value_is_drawn_when_switched_on(kind: str, dtype: torch.dtype) -> None:
     # ties=False: its lattice holds zeros of either sign itself, and a pair like [0.001, -0.0]
