@@ -19,6 +19,8 @@ __all__ = [
     "ParityError",
     "ParityResult",
     "RecompileLimitExceeded",
+    "UncopyableInputError",
+    "UnusedCheckerError",
     "__version__",
     "assert_compile_parity",
 ]
@@ -31,6 +33,8 @@ from pytest_torchcompile.errors import (
     GraphBreakBudgetExceeded,
     ParityError,
     RecompileLimitExceeded,
+    UncopyableInputError,
+    UnusedCheckerError,
 )
 
 if TYPE_CHECKING:

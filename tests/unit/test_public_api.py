@@ -121,3 +121,18 @@ def test_every_note_starts_with_the_one_prefix():
     assert not found, "notes that spell out their own prefix (use errors.NOTE_PREFIX):\n" + (
         "\n".join(found)
     )
+
+
+def test_every_exception_a_user_can_meet_is_importable_from_the_package():
+    """A user catches what the checker raises from the package itself, not from its modules."""
+    import pytest_torchcompile
+
+    raised = {
+        name
+        for name, value in vars(errors).items()
+        if isinstance(value, type)
+        and issubclass(value, BaseException)
+        and value.__module__ == errors.__name__
+    }
+    assert raised <= set(pytest_torchcompile.__all__)
+    assert all(getattr(pytest_torchcompile, name) is getattr(errors, name) for name in raised)
