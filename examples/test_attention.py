@@ -25,4 +25,5 @@ def test_attention_new_batch_size_recompiles_once(compile_parity, device):
     model = Attention(32).to(device)
     compile_parity(model, torch.randn(2, 4, 32, device=device))
     result = compile_parity(model, torch.randn(3, 4, 32, device=device))  # dynamic shapes kick in
-    assert result.recompiles == 1
+    # --compile-backend=none (the control, no compiler) compiles nothing, so nothing recompiles
+    assert result.recompiles == (0 if compile_parity.settings.backend == "none" else 1)
