@@ -1065,7 +1065,7 @@ def aoti_load_crash(package_path: str, timeout_s: float = 180.0) -> str | None:
 
 def _no_core_dump() -> None:
     """In the loader's child: a crashing CUDA process can spend minutes writing a core file of
-    its whole address space, which looked like a hang (seen on the GPU machine)."""
+    its whole address space, and the signal alone names the crash."""
     import resource
 
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
