@@ -205,6 +205,7 @@ def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
         return None
     lines: list[str] = []
     unexcused = 0
+    explained: Tensor | None = None  # crossed elements the first sample explained
     for mirrored in (False, True):
         sample = case.evidence.noise(case.name, case.e, mirrored=mirrored)
         if sample is None:
@@ -215,10 +216,17 @@ def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
         if sample.noisy is None or sample.base is None:
             break
         judged = rules.by_rounding_noise(
-            case.e, case.c, sample.noisy, sample.base, scan, so_far.boundaries, mirrored=mirrored
+            case.e,
+            case.c,
+            sample.noisy,
+            sample.base,
+            scan,
+            so_far.boundaries,
+            mirrored=mirrored,
+            explained_before=explained,
         )
         lines += judged.lines
-        unexcused = judged.unexcused
+        unexcused, explained = judged.unexcused, judged.explained
         if judged.passed:
             note = _noise_note(case, judged)
             return Outcome(Verdict.EXCUSED, "eager's rounding noise", judged.verdict, note=note)

@@ -75,6 +75,19 @@ REFERENCE_SLACK = 3.0
 SENSITIVITY_SLACK = 3.0
 """k in the rounding-noise rule: compiled may move this many times as far as rounding noise does."""
 
+RESIDUE_ULPS = 2.0
+"""Rounding noise that moves a crossed element of eager's by more than this many units of the
+element's own value shows that value to be rounding residue, not exact: an exact value moves by
+the rounding of the last operations after it at most (a masked gradient's quotient: 1 unit)."""
+
+
+def _ulp(t: Tensor) -> Tensor:
+    """One unit in the last place of each element of `t` in its own dtype (of the smallest
+    normal number for 0 and subnormals)."""
+    info = torch.finfo(t.dtype)
+    wide = t.to(torch.float64).abs().clamp(min=info.tiny)
+    return torch.exp2(torch.floor(torch.log2(wide))) * info.eps
+
 
 @dataclass(frozen=True)
 class Boundaries:
@@ -141,12 +154,14 @@ class Boundaries:
     def crossed_by_noise(self, e: Tensor, noisy: Tensor, base: Tensor) -> Tensor | None:
         """The crossed elements eager's own rounding noise explains: where it takes eager
         across the boundary too (the noisy re-run lands on the reference's whole number: both
-        sides are within rounding of it), or where it moves eager by at least
-        1 / SENSITIVITY_SLACK of eager's distance from that number (eager's value there is
-        itself rounding residue, as a sum that cancels to exactly 0 in float64 leaves).
-        None where there are none. Where the noise leaves eager's value alone, or moves it by a
-        rounding of the value itself (a gradient a kink masks is a quotient rounded on either
-        side), eager's value is exact there and proves nothing."""
+        sides are within rounding of it), where it moves eager by at least
+        1 / SENSITIVITY_SLACK of eager's distance from that number, or where it moves eager by
+        more than RESIDUE_ULPS units of eager's own value (eager's value there is itself
+        rounding residue, as a sum that cancels to exactly 0 in float64 leaves: a BatchNorm's
+        conv bias gradient moved 3 and 41 ulps of itself, seen on the zoo). None where there are
+        none. Where the noise leaves eager's value alone, or moves it by a rounding of the value
+        itself (a gradient a kink masks is a quotient rounded on either side: 1 ulp), eager's
+        value is exact there and proves nothing."""
         if self.crossed_at is None or self.answer is None:
             return None
         device = self.answer.device
@@ -154,8 +169,11 @@ class Boundaries:
             t.detach().reshape(-1).to(device=device, dtype=torch.float64) for t in (e, noisy, base)
         )
         across = flat_noisy == self.answer
-        moved = SENSITIVITY_SLACK * (flat_noisy - flat_base).abs() >= (flat_e - self.answer).abs()
-        explained = self.crossed_at & (across | moved)
+        noise = (flat_noisy - flat_base).abs()
+        moved = SENSITIVITY_SLACK * noise >= (flat_e - self.answer).abs()
+        ulp = _ulp(e.detach().reshape(-1)).to(device=device, dtype=torch.float64)
+        residue = noise > RESIDUE_ULPS * ulp
+        explained = self.crossed_at & (across | moved | residue)
         return explained if bool(explained.any()) else None
 
     def unexcused(self, verdict: Scan) -> Scan:
@@ -212,6 +230,8 @@ class Judgement:
     nondeterministic: bool = False  # eager itself varies at this leaf
     boundaries: Boundaries = Boundaries()
     unexcused: int = 0  # crossed boundary elements no rounding explains: no rule excuses them
+    # the crossed boundary elements rounding noise explained (rule 3), for the mirrored sample
+    explained: Tensor | None = None
 
     @property
     def passed(self) -> bool:
@@ -272,14 +292,17 @@ def by_rounding_noise(
     at: Boundaries = Boundaries(),
     *,
     mirrored: bool = False,
+    explained_before: Tensor | None = None,
 ) -> Judgement:
     """Rule 3: compiled may move the leaf no further than rounding noise moves eager: `noisy`
     is the perturbed decomposed re-run (`mirrored`: the same with every value moved the other
     way), `base` the same without noise. `verdict` is the verdict so far, kept where the rule
     does not excuse the leaf. Boundary elements compiled crossed to the float64 reference
     (`at`) are excused one by one where the noise explains eager's value there
-    (`Boundaries.crossed_by_noise`), and left out of the rms; any other crossed element is not
-    rounding (compiled computes something else), and the rms excuses nothing then."""
+    (`Boundaries.crossed_by_noise`), in this sample or, for the mirror, in the first
+    (`explained_before`: a value on a kink moves across it in one direction only), and left out
+    of the rms; any other crossed element is not rounding (compiled computes something else),
+    and the rms excuses nothing then."""
     lines = [
         "  Judged by the same noise moved the other way (every value that moved up moved down):"
         if mirrored
@@ -288,12 +311,16 @@ def by_rounding_noise(
         "operations decomposed):",
     ]
     explained = at.crossed_by_noise(e, noisy, base)
+    if explained_before is not None:
+        explained = explained_before if explained is None else explained | explained_before
     count = 0 if explained is None else int(explained.sum())
     if count:
         lines.append(
             f"    at {count} boundary element(s) eager's rounding noise crosses the boundary "
-            "too, or moves eager there by a third of its distance from it: within rounding, "
-            "excused"
+            "too, moves eager there by a third of its distance from it, or moves eager by more "
+            f"than {RESIDUE_ULPS:g} units of its own value (a rounding residue)"
+            + (" (in this sample or the first)" if explained_before is not None else "")
+            + ": within rounding, excused"
         )
     if at.crossed > count:
         lines.append(
@@ -302,7 +329,9 @@ def by_rounding_noise(
             "something else there (e.g. a constant kept wider than eager rounds it to), which "
             "no rounding excuses"
         )
-        return Judgement(verdict, lines, boundaries=at, unexcused=at.crossed - count)
+        return Judgement(
+            verdict, lines, boundaries=at, unexcused=at.crossed - count, explained=explained
+        )
     if count:
         verdict = dataclasses.replace(
             verdict,
@@ -310,7 +339,7 @@ def by_rounding_noise(
             value_mismatches=max(verdict.value_mismatches - count, 0),
         )
         if not verdict.mismatched:
-            return Judgement(verdict, lines, boundaries=at)
+            return Judgement(verdict, lines, boundaries=at, explained=explained)
         # The rest of the leaf by the rms, without these elements on either side.
         assert explained is not None
         keep = explained.to(c.device)
@@ -324,7 +353,7 @@ def by_rounding_noise(
     )
     if moved_by_compiler <= SENSITIVITY_SLACK * moved_by_noise:
         verdict = dataclasses.replace(verdict, mismatched=0, value_mismatches=0)
-    return Judgement(verdict, lines, boundaries=at)
+    return Judgement(verdict, lines, boundaries=at, explained=explained)
 
 
 def by_eager_spread(

@@ -1110,8 +1110,9 @@ def test_compiled_across_a_boundary_passes_where_eager_s_rounding_noise_crosses_
     assert report.notes == [
         "g: outside assert_close's tolerance at 2 value(s), greatest |compiled - eager| 0.25 of "
         "9 element(s); excused by eager's rounding noise: at 2 boundary element(s) eager's "
-        "rounding noise crosses the boundary too, or moves eager there by a third of its "
-        "distance from it: within rounding, excused"
+        "rounding noise crosses the boundary too, moves eager there by a third of its "
+        "distance from it, or moves eager by more than 2 units of its own value (a rounding "
+        "residue): within rounding, excused"
     ]
 
 
