@@ -158,8 +158,9 @@ class Boundaries:
         1 / SENSITIVITY_SLACK of eager's distance from that number, or where it moves eager by
         more than RESIDUE_ULPS units of eager's own value (eager's value there is itself
         rounding residue, as a sum that cancels to exactly 0 in float64 leaves: a BatchNorm's
-        conv bias gradient moved 3 and 41 ulps of itself, seen on the zoo). None where there are
-        none. Where the noise leaves eager's value alone, or moves it by a rounding of the value
+        conv bias gradient moved 3 and 41 ulps of itself, seen on the zoo); in a leaf whose
+        reference is 0 everywhere, every crossed element once the noise explains one. None
+        where there are none. Where the noise leaves eager's value alone, or moves it by a rounding of the value
         itself (a gradient a kink masks is a quotient rounded on either side: 1 ulp), eager's
         value is exact there and proves nothing."""
         if self.crossed_at is None or self.answer is None:
@@ -174,7 +175,18 @@ class Boundaries:
         ulp = _ulp(e.detach().reshape(-1)).to(device=device, dtype=torch.float64)
         residue = noise > RESIDUE_ULPS * ulp
         explained = self.crossed_at & (across | moved | residue)
+        if bool(explained.any()) and self.cancels:
+            # A leaf that cancels to 0 everywhere in float64 (a BatchNorm's conv bias gradient)
+            # is one residue per element: where the noise shows it at one, the elements it left
+            # alone are residues of roundings it does not re-draw (seen: a float16 channel whose
+            # every operation was exact on its rounded inputs), not values on a kink.
+            explained = self.crossed_at
         return explained if bool(explained.any()) else None
+
+    @property
+    def cancels(self) -> bool:
+        """The reference is 0 at every element: the leaf cancels identically."""
+        return self.answer is not None and bool((self.answer == 0).all())
 
     def unexcused(self, verdict: Scan) -> Scan:
         """`verdict` with the boundary elements rule 1 excused counted as mismatched again."""
@@ -318,7 +330,14 @@ def by_rounding_noise(
         lines.append(
             f"    at {count} boundary element(s) eager's rounding noise crosses the boundary "
             "too, moves eager there by a third of its distance from it, or moves eager by more "
-            f"than {RESIDUE_ULPS:g} units of its own value (a rounding residue)"
+            f"than {RESIDUE_ULPS:g} units of its own value (a rounding residue"
+            + (
+                "; the float64 reference is 0 everywhere, so a residue shown at one element is "
+                "the leaf's"
+                if at.cancels
+                else ""
+            )
+            + ")"
             + (" (in this sample or the first)" if explained_before is not None else "")
             + ": within rounding, excused"
         )

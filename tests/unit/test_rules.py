@@ -153,15 +153,16 @@ def test_a_leaf_that_cancels_identically_is_excused_where_eager_s_noise_moves_it
     assert passed.passed and "moves eager there by a third" in "\n".join(passed.lines)
 
 
-def test_a_cancelling_leaf_is_excused_element_by_element_over_a_sample_and_its_mirror() -> None:
-    """zoo, bfloat16 Conv+BN on an image of small integers (seed 0, Inductor): each sample moved
-    eager's residue at some of the elements that cancel to 0 and left others, each at other
-    ones; a value on a kink moves across it in one direction only, so an element either sample
-    explains is rounding."""
-    e, c, r = cancelled()
+def test_crossed_elements_are_excused_one_by_one_over_a_sample_and_its_mirror() -> None:
+    """A value on a kink moves across it in one direction only: an element either sample
+    explains is rounding. (The residues of `cancelled()`, beside an element that is not 0.)"""
+    e0, c0, r0 = cancelled()
+    e = torch.cat([e0, torch.tensor([5.0], dtype=torch.float16)])
+    c = torch.cat([c0, torch.tensor([5.0], dtype=torch.float16)])
+    r = torch.cat([r0, torch.tensor([5.0], dtype=torch.float64)])
     judged = rules.by_reference(e, c, r, 1e-3, 1e-5, scan_leaf(c, e, 1e-3, 1e-5))
-    first = e * torch.tensor([1.0, 2.0, 1.0, 1.0], dtype=torch.float16)  # moves element 1 only
-    mirror = e * torch.tensor([1.0, 1.0, 2.0, 2.0], dtype=torch.float16)  # elements 2 and 3
+    first = e * torch.tensor([1.0, 2.0, 1.0, 1.0, 1.0], dtype=torch.float16)  # element 1 only
+    mirror = e * torch.tensor([1.0, 1.0, 2.0, 2.0, 1.0], dtype=torch.float16)  # 2 and 3
     alone = [
         rules.by_rounding_noise(e, c, noisy, e, judged.verdict, judged.boundaries)
         for noisy in (first, mirror)
@@ -172,6 +173,19 @@ def test_a_cancelling_leaf_is_excused_element_by_element_over_a_sample_and_its_m
     )
     assert both.passed and not both.unexcused
     assert "(in this sample or the first)" in "\n".join(both.lines)
+
+
+def test_a_leaf_that_cancels_everywhere_is_one_residue_once_the_noise_shows_it_anywhere() -> None:
+    """zoo, float16 Conv+BN (seed 3, Inductor): the noise left one channel's residue alone (each
+    of its operations was exact on its rounded inputs) and moved another's."""
+    e, c, r = cancelled()
+    judged = rules.by_reference(e, c, r, 1e-3, 1e-5, scan_leaf(c, e, 1e-3, 1e-5))
+    first = e * torch.tensor([1.0, 2.0, 1.0, 1.0], dtype=torch.float16)
+    passed = rules.by_rounding_noise(e, c, first, e, judged.verdict, judged.boundaries)
+    assert passed.passed and "the float64 reference is 0 everywhere" in "\n".join(passed.lines)
+    # Noise that moves no residue anywhere shows none: eager's values stand as exact.
+    still = rules.by_rounding_noise(e, c, e.clone(), e, judged.verdict, judged.boundaries)
+    assert not still.passed and still.unexcused == 3
 
 
 def test_a_leaf_masked_to_zero_in_float64_is_convicted_where_eager_s_value_is_exact() -> None:
