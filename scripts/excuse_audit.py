@@ -1,5 +1,5 @@
 """Read every excuse in a false-alarm sweep's logs once: how many of each rule, and how close each
-came to its limit (issue 33's audit).
+came to its limit: the excuse audit.
 
     python3 scripts/false_alarm_sweep.py --logs LOGS ...     # its runs print every note (-rA)
     python3 scripts/excuse_audit.py LOGS [LOGS ...]

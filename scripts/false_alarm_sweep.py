@@ -12,7 +12,7 @@ benchmarks/zoo/run.py does), the examples with their own settings (as CI runs th
 an empty Hypothesis database, so no run replays another's failures. Logs and a JSON summary go
 to `--logs` ($OUT or ./sweep-logs); the last lines printed are the table of failures per
 (backend, seed) and, per backend, how many leaves outside the plain tolerance each named rule
-excused (issue 33's audit: every excuse's note is in the logs, `-rA`). Each finished run is
+excused (the excuse audit: every excuse's note is in the logs, `-rA`). Each finished run is
 appended to `runs.jsonl` there and the table so far is rewritten to `summary.md`, so a sweep cut
 off by `timeout` (SIGTERM or SIGINT) still leaves its figures behind; on such a signal it stops
 the running pytest processes and prints the table of the runs that finished.
@@ -59,7 +59,7 @@ class Run:
     passed: int = 0
     interrupted: bool = False  # stopped by a signal: no verdict, left out of the figures
     # leaves outside the plain tolerance a named rule excused, and leaves not judged, by rule
-    # (from the run's --compile-report): issue 33's audit reads each rule's notes in the logs
+    # (from the run's --compile-report): the excuse audit reads each rule's notes in the logs
     excused: dict[str, int] = field(default_factory=dict)
     not_judged: dict[str, int] = field(default_factory=dict)
 
