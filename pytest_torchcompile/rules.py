@@ -160,9 +160,9 @@ class Boundaries:
         rounding residue, as a sum that cancels to exactly 0 in float64 leaves: a BatchNorm's
         conv bias gradient moved 3 and 41 ulps of itself, seen on the zoo); in a leaf whose
         reference is 0 everywhere, every crossed element once the noise explains one. None
-        where there are none. Where the noise leaves eager's value alone, or moves it by a rounding of the value
-        itself (a gradient a kink masks is a quotient rounded on either side: 1 ulp), eager's
-        value is exact there and proves nothing."""
+        where there are none. Where the noise leaves eager's value alone, or moves it by a
+        rounding of the value itself (a gradient a kink masks is a quotient rounded on either
+        side: 1 ulp), eager's value is exact there and proves nothing."""
         if self.crossed_at is None or self.answer is None:
             return None
         device = self.answer.device
