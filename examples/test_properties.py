@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch._inductor.config as inductor_config
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from models import MLP, ConvBN, ema_update, train_step
@@ -98,13 +99,23 @@ def test_conv_bn_train(compile_parity, device, data):
 
     With one value per channel (a batch of one 1x1 image) there are no statistics and eager raises
     ValueError; `reject_eager_errors` makes such a draw no example, as if it were never drawn.
+
+    Inductor's `emulate_precision_casts` is on here. By default Inductor skips roundings to 16-bit
+    that eager does, and with dynamic shapes on CUDA it fuses the convolution's bias add into
+    BatchNorm's reduction, so a channel's mean comes from unrounded float32 values while the value
+    it is subtracted from was rounded to float16. Where a channel's values lie a few float16 units
+    apart, outputs then move 10 units from float64 where eager's stay within one: a float16
+    [1, 3, 2, 1] image of small integers gives 0.99072 compiled, 0.99609 eager, 0.99595 in
+    float64 (plain `torch.compile(dynamic=True)`, torch 2.11, H200; 0.99609 with the emulation
+    on). A real divergence, but Inductor's documented trade-off, so the example opts out of it.
     """
     x = data.draw(
         tcst.tensors(dtypes=tcst.float_dtypes(), shapes=IMAGES, device=device, **BN_RANGE)
     )
     torch.manual_seed(0)
     model = ConvBN().to(device=device, dtype=x.dtype).train()
-    compile_parity(model, x)
+    with inductor_config.patch(emulate_precision_casts=True):
+        compile_parity(model, x)
 
 
 @pytest.mark.compile_parity

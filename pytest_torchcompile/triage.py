@@ -79,8 +79,10 @@ def _candidates(recorder: Recorder) -> list[list[Call]]:
     """Call sequences that may reproduce the failure, shortest first.
 
     Outside Hypothesis: every call up to the last failing one. In a Hypothesis test: the failing
-    example's calls alone, then every example up to the first failing one (a failure that needs
-    what earlier examples compiled; Hypothesis reports it as flaky), then up to the last.
+    example's calls alone; then the examples that passed before it, and it (a failure that needs
+    what earlier examples compiled: a shape change that made a dimension dynamic), so that the
+    repro still ends at the example the message shows, not at another one that failed while
+    Hypothesis shrank; then every example up to the first failing one; then up to the last.
     Sequences longer than MAX_REPLAYED_CALLS are left out (each stage replays them), unless
     nothing shorter is left.
     """
@@ -91,6 +93,8 @@ def _candidates(recorder: Recorder) -> list[list[Call]]:
     if recorder.examples:
         example = calls[last].example
         sequences.append([call for call in calls[: last + 1] if call.example == example])
+        failing = {call.example for call in calls if call.diverged} - {example}
+        sequences.append([call for call in calls[: last + 1] if call.example not in failing])
         if failed:
             sequences.append(calls[: failed[0] + 1])
     sequences.append(calls[: last + 1])

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 import pytest_torchcompile
 
@@ -280,6 +281,10 @@ def test_a_failure_that_needs_earlier_examples_replays_them(hypothesis_pytester,
     repro = next((hypothesis_pytester.path / "out").glob("*/repro.py")).parent
     calls = int(text.split("(replays ")[1].split(" ")[0])
     assert calls > 1  # the failing example alone compiles afresh and passes
+    # the replay ends at the example the message shows, not at one that failed while shrinking
+    shown = float(text.split("Failing test case:")[1].split("value=")[1].split(",")[0])
+    saved = torch.load(repro / "calls.pt", weights_only=False)
+    assert saved["calls"][-1]["args"][0][0].item() == shown
     done = run_copied(repro, tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr
 
