@@ -31,6 +31,7 @@ from pytest_torchcompile.recorder import Call
 from pytest_torchcompile.replay import replay
 from pytest_torchcompile.settings import MARKER_KEYS, Settings, apply
 from pytest_torchcompile.standins import ByImport, FillIn, FromSource, Placeholder, Reduced, resolve
+from pytest_torchcompile.tensor_text import describe
 
 _REPRO_SETTINGS: tuple[str, ...] = ("backend", "mode", "dynamic", "fullgraph", "rtol", "atol")
 _REPRO_SETTINGS += ("dynamic_dims", "compiled_autograd")
@@ -223,7 +224,6 @@ _LISTED = 20  # calls the repro's docstring lists
 
 def _listing(calls: list[Call]) -> str:
     """The calls, one line each, e.g. `2. rms_norm(float32[4, 4] ... contiguous, 1.5)`."""
-    from pytest_torchcompile.strategies import describe
 
     def shown(value: Any) -> str:
         return describe(value) if isinstance(value, torch.Tensor) else repr(value)
