@@ -34,10 +34,10 @@ from pytest_torchcompile.snapshot import (
     Restructured,
     Watch,
     clone_tree,
-    leaves,
     sync_module,
     tensor_pairs,
 )
+from pytest_torchcompile.trees import leaves
 
 
 class _Draws(Protocol):

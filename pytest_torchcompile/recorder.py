@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from pytest_torchcompile.sides import RngState
-from pytest_torchcompile.snapshot import clone_tree, leaves
+from pytest_torchcompile.snapshot import clone_tree
+from pytest_torchcompile.trees import leaves
 
 
 @dataclass

@@ -40,9 +40,7 @@ from pytest_torchcompile.messages import (
 from pytest_torchcompile.records import CompileCounts, LeafError
 from pytest_torchcompile.selection import Skip, inputs_signature
 from pytest_torchcompile.settings import Settings, apply
-from pytest_torchcompile.snapshot import (
-    leaves,
-)
+from pytest_torchcompile.trees import tensors
 
 
 @dataclass
@@ -336,11 +334,11 @@ class Checker:
         raise exc
 
     def _note_devices(self, fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-        tensors = [leaf for leaf in leaves((args, dict(kwargs))) if isinstance(leaf, torch.Tensor)]
+        inputs = tensors((args, dict(kwargs)))
         if isinstance(fn, torch.nn.Module):
             first = next(fn.parameters(), None)  # not list(...): that walks every parameter
-            tensors += [first] if first is not None else []
-        for tensor in tensors[:1]:
+            inputs += [first] if first is not None else []
+        for tensor in inputs[:1]:
             if str(tensor.device) not in self.devices_seen:
                 self.devices_seen.append(str(tensor.device))
 
