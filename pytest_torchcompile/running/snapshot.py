@@ -17,9 +17,11 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import _compat, pystate, trees
+from pytest_torchcompile import _compat
 from pytest_torchcompile.errors import UncopyableInputError
-from pytest_torchcompile.trees import leaves
+from pytest_torchcompile.judging import trees
+from pytest_torchcompile.judging.trees import leaves
+from pytest_torchcompile.running import pystate
 
 _UPCAST = {
     torch.float16: torch.float64,

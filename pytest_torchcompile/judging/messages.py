@@ -19,8 +19,8 @@ from pytest_torchcompile.errors import (
     GraphBreakBudgetExceeded,
     RecompileLimitExceeded,
 )
+from pytest_torchcompile.running.snapshot import named_inputs
 from pytest_torchcompile.settings import SettingError, Settings
-from pytest_torchcompile.snapshot import named_inputs
 from pytest_torchcompile.tensor_text import describe
 
 

@@ -1,0 +1,3 @@
+"""Counting: graph breaks, recompiles and fallbacks (accounting), their budgets and costs, the
+records that ride on a test report, the text and JSON report, and the merge of sharded reports.
+"""
