@@ -27,19 +27,19 @@ from typing import Any
 import torch
 
 from pytest_torchcompile.adoption.callsites import CallSites, Constructions, qualified_name
-from pytest_torchcompile.adoption.selection import (
-    Selection,
-    Skip,
-    call_signature,
-    module_structure,
-    refusal,
-)
 from pytest_torchcompile.counting.records import ModuleCallRecord
 from pytest_torchcompile.errors import CompileParityFailure, ParityError, RecompileLimitExceeded
 from pytest_torchcompile.judging.judges import Verdict
 from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.running.pystate import SharedContainers
 from pytest_torchcompile.running.recorder import Recorder
+from pytest_torchcompile.running.selection import (
+    Selection,
+    Skip,
+    call_signature,
+    module_structure,
+    refusal,
+)
 from pytest_torchcompile.running.sides import RngState
 from pytest_torchcompile.running.snapshot import clone_tree, sync_module
 from pytest_torchcompile.settings import Settings

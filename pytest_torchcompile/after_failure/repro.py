@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import __version__
+from pytest_torchcompile._version import __version__
 from pytest_torchcompile.after_failure.replay import replay
 from pytest_torchcompile.running import randomness
 from pytest_torchcompile.running.recorder import Call

@@ -16,9 +16,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pytest_torchcompile import __version__
-from pytest_torchcompile.adoption import coverage
-from pytest_torchcompile.counting import costs
+from pytest_torchcompile._version import __version__
+from pytest_torchcompile.counting import costs, coverage
 from pytest_torchcompile.counting.budgets import BudgetVerdict, Collected
 from pytest_torchcompile.counting.records import (
     CompileCounts,

@@ -24,7 +24,7 @@ from torch import Tensor
 
 from pytest_torchcompile import _compat
 from pytest_torchcompile.errors import ParityError, UncopyableInputError
-from pytest_torchcompile.judging import judges, rules, trees
+from pytest_torchcompile.judging import judges, rules
 from pytest_torchcompile.judging.closeness import (
     Settled,
     dense,
@@ -40,6 +40,7 @@ from pytest_torchcompile.judging.closeness import (
     value_lines,
 )
 from pytest_torchcompile.judging.judges import Noise, Reproduction, Verdict
+from pytest_torchcompile.running import trees
 from pytest_torchcompile.running.sides import SideResult
 from pytest_torchcompile.running.snapshot import Unfaithful
 

@@ -18,11 +18,10 @@ from typing import Any
 import torch
 
 from pytest_torchcompile import _compat
-from pytest_torchcompile.after_failure import faults
 from pytest_torchcompile.counting.costs import FAULT_RETRY, Costs
-from pytest_torchcompile.judging.rounding import RoundingNoise
-from pytest_torchcompile.running import pystate, randomness
+from pytest_torchcompile.running import faults, pystate, randomness
 from pytest_torchcompile.running.compiled import CompiledSide
+from pytest_torchcompile.running.rounding import RoundingNoise
 from pytest_torchcompile.running.sides import (
     COTANGENT_SEED,
     RngState,

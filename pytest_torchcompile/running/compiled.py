@@ -20,7 +20,6 @@ import torch
 from pytest_torchcompile import _compat
 from pytest_torchcompile.counting.accounting import Accountant
 from pytest_torchcompile.counting.costs import AS_USER, Costs
-from pytest_torchcompile.judging.trees import leaves
 from pytest_torchcompile.running import randomness
 from pytest_torchcompile.running.exported import Exported
 from pytest_torchcompile.running.marks import mark_inputs
@@ -33,6 +32,7 @@ from pytest_torchcompile.running.snapshot import (
     sync_module,
     tensor_pairs,
 )
+from pytest_torchcompile.running.trees import leaves
 from pytest_torchcompile.settings import (
     CONTROL_BACKEND,
     EXPORT_PATHS,

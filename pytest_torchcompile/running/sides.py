@@ -15,8 +15,7 @@ from typing import Any
 import torch
 
 from pytest_torchcompile.errors import CompileParityFailure
-from pytest_torchcompile.judging import trees
-from pytest_torchcompile.running import pystate
+from pytest_torchcompile.running import pystate, trees
 from pytest_torchcompile.running.snapshot import named_inputs, rebuild_tuple, state_after
 
 COTANGENT_SEED = 20240613  # fixed, so eager and compiled backward get the same cotangents

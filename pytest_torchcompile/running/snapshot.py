@@ -19,9 +19,8 @@ import torch
 
 from pytest_torchcompile import _compat
 from pytest_torchcompile.errors import UncopyableInputError
-from pytest_torchcompile.judging import trees
-from pytest_torchcompile.judging.trees import leaves
-from pytest_torchcompile.running import pystate
+from pytest_torchcompile.running import pystate, trees
+from pytest_torchcompile.running.trees import leaves
 
 _UPCAST = {
     torch.float16: torch.float64,

@@ -248,6 +248,28 @@ def test_no_import_cycles() -> None:
     )
 
 
+def stage_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Stage -> the stages its modules import: the graph with each subpackage one node."""
+    stages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        stage = module.split(".")[0]
+        if ROOT.joinpath(stage).is_dir():
+            found = {t.split(".")[0] for t in targets} - {stage}
+            stages.setdefault(stage, set()).update(s for s in found if ROOT.joinpath(s).is_dir())
+    return stages
+
+
+def test_the_stages_import_each_other_one_way() -> None:
+    """A stage (running, judging, ...) that imports another is never imported back by it, so
+    the subpackages read as the pipeline's order."""
+    stages = stage_graph(import_graph())
+    assert len(stages) >= 5
+    cycles = import_cycles(stages)
+    assert not cycles, "stages that import each other:\n" + (
+        "\n".join("  " + " -> ".join(cycle) for cycle in cycles)
+    )
+
+
 def test_no_module_imports_another_modules_private_names() -> None:
     found = private_imports()
     assert not found, "private names used across modules:\n" + "\n".join(f"  {f}" for f in found)

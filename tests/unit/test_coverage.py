@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_torchcompile.adoption import coverage
+from pytest_torchcompile.counting import coverage
 from pytest_torchcompile.counting.records import CoverageRecord, ModuleCallRecord
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_torchcompile.adoption.selection import (
+from pytest_torchcompile.running.selection import (
     Selection,
     Skip,
     inputs_signature,

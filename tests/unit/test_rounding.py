@@ -7,7 +7,7 @@ import contextlib
 import pytest
 import torch
 
-from pytest_torchcompile.judging.rounding import RoundingNoise
+from pytest_torchcompile.running.rounding import RoundingNoise
 
 
 def _under_noise(seed: int, fn, *args):  # type: ignore[no-untyped-def]
