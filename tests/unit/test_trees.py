@@ -10,12 +10,12 @@ import torch
 from torch.testing._internal.two_tensor import TwoTensor
 from torch.utils import _pytree
 
-from pytest_torchcompile import parity
 from pytest_torchcompile.errors import UncopyableInputError
-from pytest_torchcompile.parity import CompareOptions
-from pytest_torchcompile.sides import SideResult, differentiable_outputs
-from pytest_torchcompile.snapshot import clone_tree
-from pytest_torchcompile.trees import by_identity, children, containers, leaves, tensors
+from pytest_torchcompile.judging import parity
+from pytest_torchcompile.judging.parity import CompareOptions
+from pytest_torchcompile.running.sides import SideResult, differentiable_outputs
+from pytest_torchcompile.running.snapshot import clone_tree
+from pytest_torchcompile.running.trees import by_identity, children, containers, leaves, tensors
 
 
 class Registered:

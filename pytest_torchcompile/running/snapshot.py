@@ -17,9 +17,10 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import _compat, pystate, trees
+from pytest_torchcompile import _compat
 from pytest_torchcompile.errors import UncopyableInputError
-from pytest_torchcompile.trees import leaves
+from pytest_torchcompile.running import pystate, trees
+from pytest_torchcompile.running.trees import leaves
 
 _UPCAST = {
     torch.float16: torch.float64,

@@ -27,12 +27,13 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import _compat, randomness
-from pytest_torchcompile.accounting import Accountant
-from pytest_torchcompile.records import GraphRecord, RecompileRecord
+from pytest_torchcompile import _compat
+from pytest_torchcompile.counting.accounting import Accountant
+from pytest_torchcompile.counting.records import GraphRecord, RecompileRecord
+from pytest_torchcompile.running import randomness
+from pytest_torchcompile.running.snapshot import named_inputs
+from pytest_torchcompile.running.trees import tensors
 from pytest_torchcompile.settings import EXPORT_PATHS, Settings
-from pytest_torchcompile.snapshot import named_inputs
-from pytest_torchcompile.trees import tensors
 
 EXPORT = EXPORT_PATHS["export"]
 PACKAGING = EXPORT_PATHS["aot_inductor"]
