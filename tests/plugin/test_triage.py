@@ -284,7 +284,7 @@ def test_a_failure_that_needs_earlier_examples_replays_them(hypothesis_pytester,
     calls = int(text.split("(replays ")[1].split(" ")[0])
     assert calls > 1  # the failing example alone compiles afresh and passes
     # the replay ends at the example the message shows, not at one that failed while shrinking
-    # Hypothesis names the example "Falsifying example:" before 6.16x, "Failing test case:" after
+    # Hypothesis 6.155 names the example "Falsifying example:", 6.170 "Failing test case:"
     shown = float(re.search(rf"(?:{HYPOTHESIS_SUMMARY}).*?value=([^,\s]+),", text, re.S)[1])
     saved = torch.load(repro / "calls.pt", weights_only=False)
     assert saved["calls"][-1]["args"][0][0].item() == shown
