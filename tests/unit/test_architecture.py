@@ -70,6 +70,16 @@ def _absolute(node: ast.ImportFrom, here: str | None) -> str:
     return ".".join([*base, module] if module else base)
 
 
+def _from_imports(node: ast.ImportFrom, here: str | None) -> Iterator[tuple[str, ast.alias, str]]:
+    """(module, alias, the package module the alias would be) for each name a ``from ... import``
+    of the package takes; nothing for an import from elsewhere."""
+    module = _absolute(node, here)
+    if module.split(".")[0] != PACKAGE:
+        return
+    for alias in node.names:
+        yield module, alias, ".".join([*module.split(".")[1:], alias.name])
+
+
 def _imports(
     tree: ast.Module, names: set[str], here: str | None = None
 ) -> Iterator[tuple[str, str | None, int]]:
@@ -85,11 +95,7 @@ def _imports(
                 if alias.name.split(".")[0] == PACKAGE:
                     yield _target(alias.name, names), None, node.lineno
         elif isinstance(node, ast.ImportFrom):
-            module = _absolute(node, here)
-            if module.split(".")[0] != PACKAGE:
-                continue
-            for alias in node.names:
-                submodule = ".".join([*module.split(".")[1:], alias.name])
+            for module, alias, submodule in _from_imports(node, here):
                 if submodule in names:  # from X import module: a module, no name of X's
                     yield submodule, None, node.lineno
                 else:
@@ -102,11 +108,7 @@ def _module_aliases(tree: ast.Module, names: set[str], here: str | None = None) 
     aliases = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
-            module = _absolute(node, here)
-            if module.split(".")[0] != PACKAGE:
-                continue
-            for alias in node.names:
-                target = ".".join([*module.split(".")[1:], alias.name])
+            for _, alias, target in _from_imports(node, here):
                 if target in names:
                     aliases[alias.asname or alias.name] = target
         elif isinstance(node, ast.Import):
