@@ -3,10 +3,17 @@
 Generated tensors are deliberately unlike the contiguous float32 tensors with offset 0 that tests
 usually build: shapes favour the sizes compilers specialize on (0 and 1) and sizes around vector
 widths and block sizes, layouts cover transposes, slices with gaps, storage offsets, zero strides and
-channels_last, and values sometimes hold NaN, infinities, -0.0, subnormals or extremes, or come from
-an edge class (`edges`): ties on a lattice of common constants, a large offset, magnitudes whose
-squares overflow, rows that sum to a whole number. Everything shrinks toward float32, contiguous,
-offset 0, small and low rank, so a failure ends on the simplest input that still diverges.
+channels_last, dtypes include integers and bool, and values are all positive, many zeros, hold NaN,
+infinities, -0.0, subnormals or extremes, or come from an edge class (`edges`): ties on a lattice
+of common constants and the program's own literals, a large offset, magnitudes whose squares
+overflow, rows that sum to a whole number.
+
+The classes are drawn as a swarm (Groce et al., "Swarm Testing", ISSTA 2012): each example
+switches a random subset of them on and draws only from those, so classes meet (a transposed
+int8 tensor of positive values) and adding a class does not starve the others;
+benchmarks/draws.py measures how often each is drawn. Everything shrinks toward no class on:
+float32, contiguous, offset 0, small and low rank, so a failure ends on the simplest input that
+still diverges.
 
 Modelled on ``hypothesis.extra.numpy``: plural nouns, keyword-only ``min_``/``max_`` bounds, eager
 validation raising ``InvalidArgument`` that names ``arg=value``.
@@ -385,12 +392,13 @@ def _default_dtypes(on: frozenset[str], device: str | None) -> st.SearchStrategy
 # --- shapes ---------------------------------------------------------------------------------
 
 
-# Size classes of shapes(), each switched on in one example of two: many sides of 1 (a size
-# Dynamo specializes on), large sides (around vector widths and block sizes, or any size), sides
-# one past a multiple of 16 (a vector loop's tail of one), and an empty shape.
-SIZE_CLASSES = ("one", "large", "odd", "empty")
+# Size classes of shapes(): many sides of 1 (a size Dynamo specializes on) and sides one past a
+# multiple of 16 (a vector loop's tail of one) in one shape of two, large sides (around vector
+# widths and block sizes, or any size: 16 elements and more, which vectorized loops need) in two
+# of three, an empty shape in one of four (an empty tensor checks little else).
+_SIZE_CLASSES = ("one", "large", "odd", "empty")
 _SIZE_COINS: Coins = (("one", 1, 2), ("large", 2, 3), ("odd", 1, 2), ("empty", 1, 4))
-_ALL_SIZES = frozenset(SIZE_CLASSES)
+_ALL_SIZES = frozenset(_SIZE_CLASSES)
 _ODD_SIDES = tuple(16 * k + 1 for k in range(1, 65))  # 17, 33, ... 1025
 
 
@@ -476,10 +484,12 @@ def shapes(
 ) -> st.SearchStrategy[Shape]:
     """Tensor shapes whose sizes are those compilers treat specially.
 
-    Sides are often 1 (a size Dynamo specializes on), often small (2 to 9), often around a vector
-    width or block size (15, 16, 17, 31, ... 1025), otherwise any size in range; about one shape in
-    six is empty (a side of 0) when `min_side` is 0. The product of the non-zero sides is at
-    most `max_numel`, so tests stay fast.
+    Sides are 1 (a size Dynamo specializes on) or small (2 to 9); each shape switches on a random
+    subset of four size classes: many sides of 1, large sides (around a vector width or block
+    size, 15, 16, 17, 31, ... 1025, or any size in range), sides one past a multiple of 16 (17,
+    33, ... 1025: a vector loop's tail of one) and, when `min_side` is 0, an empty shape (a side
+    of 0, about one shape in six); a shape with a class on has a dimension. The product of the
+    non-zero sides is at most `max_numel`, so tests stay fast.
 
     A shape has `min_dims` to `max_dims` dimensions, each of `min_side` to `max_side`.
 
@@ -779,8 +789,9 @@ def _layout_strategy(
     )
 
 
-# Layout classes of tensors(), each switched on in one example of two, and the kinds they draw.
-LAYOUT_CLASSES: dict[str, tuple[LayoutKind, ...]] = {
+# Layout classes of tensors() and the kinds they draw; each is switched on in one example of two,
+# transposed (where layouts and strides differ most) in two of three.
+_LAYOUT_CLASSES: dict[str, tuple[LayoutKind, ...]] = {
     "transposed": ("transposed", "permuted"),
     "channels_last": ("channels_last", "channels_last_3d"),
     "sliced": ("sliced", "offset"),
@@ -800,7 +811,7 @@ _SWARM_WEIGHTS: dict[LayoutKind, int] = {
 
 
 def _layout_coins(kinds: tuple[LayoutKind, ...]) -> Coins:
-    classes = LAYOUT_CLASSES.items()
+    classes = _LAYOUT_CLASSES.items()
     odds = {"transposed": (2, 3)}
     return tuple(
         (name, *odds.get(name, (1, 2))) for name, members in classes if set(members) & set(kinds)
@@ -815,7 +826,7 @@ def _swarm_layouts(
     class of `kinds` is on, contiguous if it is a kind, else any of `kinds` (as :func:`layouts`)."""
     open_kinds = [
         k
-        for name, members in LAYOUT_CLASSES.items()
+        for name, members in _LAYOUT_CLASSES.items()
         if name in on
         for k in members
         if k in kinds and _applies(k, shape)
@@ -1010,7 +1021,7 @@ class Values(_Compact):
         n = math.prod(shape)
         gen = torch.Generator().manual_seed(self.seed)
         if dtype == torch.bool:
-            # small: fair bits (as before there was a choice); normal: sparse; wide: dense.
+            # small: fair bits; normal: sparse (1 in 8 True); wide: dense (7 in 8).
             if self.dist in ("normal", "wide"):
                 odds = 1 / 8 if self.dist == "normal" else 7 / 8
                 flags = torch.rand(shape, generator=gen) < odds
@@ -1063,11 +1074,6 @@ class Values(_Compact):
             rows = (parts, *shape) if shape else (parts,)
             return edges.exact_sums(rows, self.seed, self.steps, real)
         return _ordinary(self.dist, n, False, gen)
-
-
-VALUE_CLASSES = ("positive", "zeros", "nan_inf", "specials")
-"""The value classes beside the edge classes: all values positive, many zeros, NaN or infinities
-planted, other specials (-0.0, subnormals, the extremes; full-range integers) planted."""
 
 
 @dataclass(frozen=True)
@@ -1461,39 +1467,55 @@ def tensors(
 ) -> st.SearchStrategy[torch.Tensor]:
     """Tensors of a drawn dtype, shape, memory layout and values, built on `device`.
 
-    - `dtypes`: a dtype or a strategy of them; None means :func:`float_dtypes` for `device`.
-    - `shapes`: a shape or a strategy of them (default :func:`shapes`).
+    Each draw switches a random subset of the classes below on (a swarm: see the module's
+    docstring) and draws from those only; a keyword that switches a class off keeps it off.
+
+    - `dtypes`: a dtype or a strategy of them. None (the default) means float32 and, each in
+      the draws that switch its class on, float16, bfloat16, float64, int8/uint8, the other
+      integers and bool, those `device` supports: about a third of the tensors are integers or
+      bools. Floating dtypes only where `requires_grad` is not False. Eager raises on many
+      functions of integers or bools, and the plugin rejects such an example where compiled
+      raises alike; Inductor often computes a result instead (softmax, var, gelu, ceil of bool),
+      which the plugin reports, so a test of a floating-only function passes
+      ``dtypes=tcst.float_dtypes()``, as must one that converts a module with ``.to(x.dtype)``.
+    - `shapes`: a shape or a strategy of them (default :func:`shapes`, with its size classes).
     - `layouts`: layout kinds to draw from (see :func:`layouts`), or a function from a shape to a
-      strategy of :class:`Layout`, e.g. ``functools.partial(layouts, max_step=5)``. The tensor has
-      the logical shape drawn and that memory layout; storage outside it holds NaN (or the dtype's
-      maximum), so a kernel that reads past its view diverges.
+      strategy of :class:`Layout`, e.g. ``functools.partial(layouts, max_step=5)``. Of a
+      collection of kinds, the classes transposed (and permuted), channels_last (and
+      channels_last_3d), sliced (and offset) and expanded are switched on per draw, contiguous
+      otherwise (if a kind). The tensor has the logical shape drawn and that memory layout;
+      storage outside it holds NaN (or the dtype's maximum), so a kernel that reads past its
+      view diverges.
     - Values (see :class:`Values`) are finite: reproducible from a drawn seed, so tensors of
       thousands of elements cost a few Hypothesis choices, and bounded by `min_value` and
       `max_value` (for integers too: e.g. ``min_value=0, max_value=n - 1`` for indices).
-      Ordinary values are small integers, standard normal or wide (2**-10 to 2**10).
+      Ordinary values are small integers, standard normal or wide (2**-10 to 2**10); `positive`
+      makes them all positive, `zeros` about half of them 0 (one or the other per tensor).
     - Edge values (floating and complex dtypes; :mod:`pytest_torchcompile.edges`), where real
-      miscompiles were found, in about half the tensors, each class switched off by its keyword:
-      `ties` (a lattice ``k * c``, k in -2..2, c a common constant such as 0.1 rounded to the
-      dtype: equal elements, +-0, kinks, and tensors of a :func:`tensor_groups` group differing
-      by exactly c), `offsets` (a large common offset with a unit spread, ~1e5 in float32),
+      miscompiles were found, each class switched off by its keyword: `ties` (a lattice ``k *
+      c``, k in -2..2, c a common constant such as 0.1, or a literal of the code under test that
+      Hypothesis collected and drew, rounded to the dtype: equal elements, +-0, kinks, and
+      tensors of a :func:`tensor_groups` group differing by exactly c, e.g. the program's
+      margin), `offsets` (a large common offset with a unit spread, ~1e5 in float32),
       `near_limits` (magnitudes whose squares overflow, ~1e19 in float32) and `exact_sums` (rows
       of decimals whose exact sum is an integer, so a reduction lands a rounding step from it).
+      Where edge classes are on, they take most of the floating tensors.
     - Special values -- NaN, +-inf, -0.0, subnormals, the extremes of the range, and full-range
-      integers -- are planted at 1 to 3 positions (NaN and infinities most often). With
-      ``specials=None`` (the default) about one tensor in four gets them, where the dtype and
-      bounds allow: rare per element, yet enough that 100 examples reliably include some, which
-      an input that diverges only on NaN or inf needs. True plants them in half the tensors;
-      False never (ordinary values only). `allow_nan`, `allow_infinity` and `allow_subnormal`
-      remove those kinds; NaN needs no bounds and an infinity no bound on its side, as in
-      ``st.floats``.
+      integers -- are planted at 1 to 3 positions (NaN and infinities most often), as two
+      classes: NaN and infinities, and the others. With ``specials=None`` (the default) they are
+      on in one draw of four and three, where the dtype and bounds allow; True switches each on
+      in half the draws; False never (ordinary values only). `allow_nan`, `allow_infinity` and
+      `allow_subnormal` remove those kinds; NaN needs no bounds and an infinity no bound on its
+      side, as in ``st.floats``.
     - `device` and `requires_grad`: values or strategies; the tensor is a leaf.
 
-    Shrinks to float32, shape ``()``, contiguous, offset 0, no specials, no edge values, and
-    small integer values in [-3, 3] from seed 0 (a failure that needs an edge class shrinks
-    within it, ties towards the constant 1). Values deliberately do not shrink to all zeros: zeros would make a
-    shrunk example hide the very divergence it reports (0 * anything is 0), and a checker fed
-    only zeros proves little. Small integers are the simplest values that still differ, and they
-    are exact in every dtype, so a shrunk failure is not blurred by rounding.
+    Shrinks to no class on: float32, shape ``()``, contiguous, offset 0, no specials, no edge
+    values, and small integer values in [-3, 3] from seed 0 (a failure that needs a class
+    shrinks within it, ties towards the constant 1). Values deliberately do not shrink to all
+    zeros: zeros would make a shrunk example hide the very divergence it reports (0 * anything
+    is 0), and a checker fed only zeros proves little. Small integers are the simplest values
+    that still differ, and they are exact in every dtype, so a shrunk failure is not blurred by
+    rounding.
 
     In a failing test, Hypothesis prints each drawn tensor's :func:`describe` line and the
     :class:`TensorSpec` that rebuilds it.
@@ -1594,10 +1616,13 @@ def tensor_groups(
 ) -> st.SearchStrategy[tuple[torch.Tensor, ...]]:
     """Tuples of `n` tensors on one device with shapes from :func:`shape_groups` (equal, or with
     `broadcast` mutually broadcastable), one dtype unless `same_dtype` is False (to exercise type
-    promotion), and each tensor's layout and values drawn as :func:`tensors` does, from one
-    distribution for the group's floating tensors: with ties their elements at one position are
-    multiples of one constant, so tensors share elements and differ by exactly that constant
-    (``x1 - x2 == margin`` in bfloat16); with offsets they share the offset.
+    promotion), and each tensor's layout and values drawn as :func:`tensors` does, with one
+    swarm of classes switched on for the whole group (each tensor draws its own layout from
+    them, so a transposed operand meets a contiguous one) and one distribution for the group's
+    floating tensors: with ties (drawn most often in a group) their elements at one position
+    are multiples of one constant, so tensors share elements and differ by exactly that
+    constant, e.g. a margin of the code under test (``x1 - x2 == margin`` in bfloat16); with
+    offsets they share the offset.
 
     `shapes` and `broadcast` are as for :func:`shape_groups`; `dtypes` and `device` as for
     :func:`tensors`; every other keyword (:class:`TensorOptions`) goes to :func:`tensors` for

@@ -536,6 +536,50 @@ def test_values_do_not_shrink_to_all_zeros() -> None:
 # --- defaults reach the inputs where compilers go wrong -------------------------------------
 
 
+def _specs(strategy: st.SearchStrategy[Any], n: int = 200) -> list[TensorSpec]:
+    """The specs of the tensors of `n` examples of `strategy` at seed 0."""
+    return [spec for group in draws.examples(tcst, strategy, 0, n) for _, spec in group]
+
+
+def test_the_default_mix_holds_integers_and_bools_but_no_gradients_for_them() -> None:
+    drawn = {spec.dtype for spec in _specs(tcst.tensors())}
+    assert {torch.int64, torch.int8, torch.uint8, torch.bool} <= drawn
+    assert torch.float32 in drawn and not drawn & set(tcst.COMPLEX_DTYPES)
+    grads = {spec.dtype for spec in _specs(tcst.tensors(requires_grad=True), 100)}
+    assert grads <= set(tcst.FLOAT_DTYPES)
+
+
+@pytest.mark.parametrize("sign", ["positive", "zeros"])
+def test_positive_and_zeros_are_drawn_and_switched_off_by_their_keywords(sign: str) -> None:
+    assert any(getattr(spec.values, sign) for spec in _specs(tcst.tensors()))
+    assert not any(getattr(spec.values, sign) for spec in _specs(tcst.tensors(**{sign: False})))
+    made = build_tensor(TensorSpec((64,), torch.int8, values=Values("normal", 3, **{sign: True})))
+    assert bool((made > 0).all()) if sign == "positive" else 16 < int((made == 0).sum()) < 48
+
+
+def test_a_literal_of_the_code_under_test_reaches_the_ties_lattice(tmp_path: Path) -> None:
+    """Hypothesis collects the literals of local modules other than test files and returns one
+    now and then where a strategy draws a float: a margin of 0.73 (no lattice step) in the code
+    under test becomes a difference between the tensors of a group."""
+    (tmp_path / "ranker.py").write_text("MARGIN = 0.73\n")
+    sys.path.insert(0, str(tmp_path))
+    try:
+        __import__("ranker")
+        groups = draws.examples(
+            tcst, tcst.tensor_groups(2, dtypes=torch.bfloat16, broadcast=False), 0, 300
+        )
+        margin = torch.tensor(0.73, dtype=torch.bfloat16)
+        hits = [
+            bool(((a - b) == margin).any())
+            for (a, spec), (b, _) in groups
+            if 0.73 in spec.values.literals
+        ]
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("ranker", None)
+    assert len(hits) >= 5 and any(hits), hits
+
+
 def test_defaults_reach_every_case_in_100_examples() -> None:
     seen: set[str] = set()
     features: dict[str, Callable[[torch.Tensor], bool]] = {
