@@ -1,5 +1,6 @@
-"""Real torch 2.13 CPU Inductor bugs that the default draws of issue 28 reach, tested as a user
-writes them: the strategies at their defaults, no value-specific arguments, 100 examples. Each
+"""Real torch 2.13 CPU Inductor bugs that the default draws reach (integers and bools, the
+swarm's layouts and value classes, the program's literals), tested as a user writes them: the
+strategies at their defaults, no value-specific arguments, 100 examples. Each
 fails on Inductor (caught) and passes on aot_eager:
 
     python3 -m pytest benchmarks/edge_bugs/test_draw_bugs.py --compile-backend=inductor \\
