@@ -8,6 +8,7 @@ tests/unit/test_strategies.py holds every class at `FLOOR` or more of the exampl
     python benchmarks/draws.py                                  # this checkout, seeds 0-9
     git show 7d6d6f9:pytest_torchcompile/strategies.py > /tmp/before.py
     python benchmarks/draws.py --before /tmp/before.py          # before -> after, per class
+    python benchmarks/draws.py --check                          # classes below the floor; exit 1
 
 Classes are read off the tensors (strides, values, sizes, dtype), except the edge classes, which
 are read off the `TensorSpec` each tensor was built from: their values are not recognisable alone.
@@ -41,6 +42,9 @@ EXAMPLES = 100
 SEEDS = range(10)
 
 Check = Callable[[torch.Tensor, Any], bool]  # (tensor, its TensorSpec) -> holds the class
+
+HELD = ("tensors()", "tensor_groups(2)", "tensors(shapes=4-D)")
+"""The strategies whose classes are held to the floor (`--check`)."""
 
 
 def _dims(t: torch.Tensor) -> list[int]:
@@ -279,7 +283,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--before", type=Path, help="another version's strategies.py")
     parser.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS))
     parser.add_argument("--only", nargs="+", help="strategies to run, by their names above")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="print the classes below the floor instead of the table; exit 1 if there are any",
+    )
     args = parser.parse_args(argv)
+    if args.check:
+        module = load(None)
+        names = args.only or [name for name in strategies(module) if name in HELD]
+        found = {name: starved(module, name, args.seeds) for name in names}
+        print(found)
+        return 1 if any(found.values()) else 0
     before = load(args.before) if args.before else None
     print(
         f"torch {torch.__version__}, Hypothesis {__import__('hypothesis').__version__}, "

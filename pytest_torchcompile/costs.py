@@ -24,7 +24,7 @@ rounding-noise runs and the control."""
 
 AS_USER = "compiled again as you compile it, for random draws (fallback_random off)"
 FRESH_CACHE = "a fresh compile cache after the recompile limit"
-FAULT_RETRY = "a retry in a fresh Inductor cache after an environment fault"
+FAULT_RETRY = "a retry in a fresh Inductor cache after a failure inside the backend compiler"
 
 
 @dataclass

@@ -71,6 +71,11 @@ def exclusion_hints(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[st
             )
         if (value.is_floating_point() or value.is_complex()) and not bool(value.isfinite().all()):
             found.append("holds NaN or an infinity: draw it with tcst.tensors(specials=False)")
+        if not (value.is_floating_point() or value.is_complex()):
+            found.append(
+                f"is {value.dtype}: draw it with tcst.tensors(dtypes=tcst.float_dtypes()) if the "
+                "program takes floating tensors only"
+            )
         if value.dtype in (torch.float16, torch.bfloat16):
             found.append(
                 f"is {value.dtype}: draw it with tcst.float_dtypes(sizes=(32, 64)) if the program "

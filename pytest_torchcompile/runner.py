@@ -31,6 +31,7 @@ from pytest_torchcompile.judges import Verdict
 from pytest_torchcompile.messages import (
     compile_refusal,
     context_line,
+    exclusion_hints,
     first_line,
     fresh_cache_note,
     inputs_note,
@@ -279,7 +280,7 @@ class Checker:
             if self.recorder is not None:
                 self.recorder.diverged(note)
             _, args, kwargs = call.snapshot_of
-            raise ParityError(message + inputs_note(args, kwargs))
+            raise ParityError(message + inputs_note(args, kwargs) + _rejected_by_both(call))
 
     def _start_fresh_cache(self) -> None:
         """Hypothesis examples filled Dynamo's cache up to its recompile limit: start a new one.
@@ -354,6 +355,20 @@ class Checker:
             fullgraph=self.settings.fullgraph,
             source={name: self.settings.source(name) for name in names},
         )
+
+
+def _rejected_by_both(call: Call) -> str:
+    """Where eager and compiled both raised, of other types: the program rejects the input on
+    both sides (a float-only function given integers), and how to keep such inputs out."""
+    if call.eager.exception is None or call.compiled.exception is None:
+        return ""
+    _, args, kwargs = call.snapshot_of
+    hints = exclusion_hints(args, kwargs)
+    if not hints:
+        return ""
+    return "\nBoth sides rejected these inputs, with different exceptions; to keep them out:\n" + (
+        "\n".join(f"  {hint}" for hint in hints)
+    )
 
 
 def _kind_of_call(

@@ -408,8 +408,9 @@ def _sides(low: int, high: int, on: frozenset[str] = _ALL_SIZES) -> st.SearchStr
     power of two or any size with "large", 16k + 1 with "odd", and 0 with "empty" (if `low` is
     0). Where no size is in range, every class is on.
 
-    The classes on come first, then the small sizes, then 1 (see `_simplest_last`); with none
-    on, 1 comes first, so sizes shrink to 1, not 0: an empty tensor shows no wrong values.
+    A coin picks between the classes on and the plain sizes (see `_simplest_last`) and shrinks to
+    the plain ones, where 1 comes first, so sizes shrink to 1, not 0: an empty tensor shows no
+    wrong values.
     """
     classes: list[tuple[str, int, tuple[int, ...] | None]] = [
         ("one", 4, (1,)),
@@ -426,10 +427,18 @@ def _sides(low: int, high: int, on: frozenset[str] = _ALL_SIZES) -> st.SearchStr
     small = tuple(s for s in range(2, 10) if low <= s <= high)
     plain = [(9, small)] if small else []
     one = [(1, (1,))] if low <= 1 <= high and "one" not in on else []
-    buckets = [*switched, *plain, *one] if switched else [*one, *plain]
-    if not buckets:
+    if not (switched or plain or one):
         return _sides(low, high, _ALL_SIZES)
-    return _weighted(*buckets).flatmap(
+    simple = _weighted(*one, *plain)  # 1 first: sizes shrink to 1, not 0
+    if switched and (one or plain):
+        total = sum(weight for weight, _ in switched)
+        extra = sum(weight for weight, _ in [*one, *plain])
+        buckets = _coin(2 * total, 2 * total + extra).flatmap(
+            lambda on: _weighted(*switched) if on else simple
+        )
+    else:
+        buckets = _weighted(*switched) if switched else simple
+    return buckets.flatmap(
         lambda sizes: st.integers(max(low, 2), high) if sizes is None else st.sampled_from(sizes)
     )
 
@@ -624,7 +633,8 @@ def _size_probes(
     base = list(draw(_shapes(min_dims, max_dims, 1, max_side, max_numel // 2)))
     dim = draw(st.integers(0, len(base) - 1))
     others = math.prod(s for i, s in enumerate(base) if i != dim)
-    general = draw(_sides(2, min(max_side, max_numel // others)))
+    on = draw(_swarm(_SIZE_COINS))  # switched off while shrinking: the general size goes to 2
+    general = draw(_sides(2, min(max_side, max_numel // others), on))
     sequence = []
     for size in draw(st.permutations([general, 1, 0])):
         base[dim] = size

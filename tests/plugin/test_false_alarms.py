@@ -74,7 +74,7 @@ def test_inputs_eager_rejects_are_no_examples_and_are_counted(pytester):
 
         @pytest.mark.compile_parity
         @FEW
-        @given(x=tcst.tensors(shapes=(3,), dtypes=torch.float32))
+        @given(x=tcst.tensors(shapes=(3,), layouts=["contiguous", "expanded"], dtypes=torch.float32))
         def test_rejecting(compile_parity, x):
             compile_parity(bump, x)
 
@@ -124,6 +124,33 @@ def test_inputs_eager_rejects_are_no_examples_and_are_counted(pytester):
         assert "layouts=[k for k in tcst.LAYOUT_KINDS if k != 'expanded']" in text
     assert "reject_eager_errors=False (marker on test_raising)" in str(
         failures["test_raising"].longrepr
+    )
+
+
+def test_inputs_both_sides_reject_with_other_exceptions_fail_with_the_way_to_keep_them_out(
+    pytester,
+):
+    # layer_norm of int8: eager raises NotImplementedError, compiled RuntimeError (torch 2.13). A
+    # divergence by the contract (the types differ), but the message says both sides rejected
+    # the input and how a float-only program keeps integers out of the defaults.
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.compile_parity
+        def test_it(compile_parity):
+            x = torch.ones(2, 3, dtype=torch.int8)
+            compile_parity(lambda t: torch.nn.functional.layer_norm(t, t.shape[-1:]), x)
+        """
+    )
+    result = pytester.runpytest("--compile-backend=aot_eager")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*exception: eager raised NotImplementedError*compiled raised RuntimeError*",
+            "*Both sides rejected these inputs, with different exceptions; to keep them out:",
+            "*input 0 is torch.int8: draw it with tcst.tensors(dtypes=tcst.float_dtypes())*",
+        ]
     )
 
 

@@ -6,6 +6,7 @@ import contextlib
 import dataclasses
 import itertools
 import math
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -612,13 +613,19 @@ def test_no_trigger_class_is_starved() -> None:
     `FLOOR` (4%) of the default examples of tensors() and tensor_groups(2) (channels_last: of
     4-D tensors), over seeds 0-9 together: a class added to the swarm cannot starve another
     unnoticed. Per seed a share swings widely (Hypothesis's 100 examples are some thirty drawn
-    ones and their mutations); BENCHMARKS.md shows the range over ten seeds."""
-    module = draws.load(None)
-    starved = {
-        name: draws.starved(module, name, range(10))
-        for name in ("tensors()", "tensor_groups(2)", "tensors(shapes=4-D)")
-    }
-    assert not any(starved.values()), starved
+    ones and their mutations); BENCHMARKS.md shows the range over ten seeds.
+
+    Measured in a fresh interpreter, as BENCHMARKS.md's table is: Hypothesis draws literals of
+    every local module loaded (this session's test modules too) now and then, so in this process
+    the shares would depend on which tests were collected."""
+    done = subprocess.run(
+        [sys.executable, draws.__file__, "--check"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
 
 
 def test_4d_inputs_are_often_channels_last() -> None:
