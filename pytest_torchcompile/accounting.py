@@ -210,15 +210,15 @@ class _CompileLedger:
         if event.recompile_limit_hit:
             reason = f"{_compat.recompile_limit_setting()} reached"
             if event.recompile_reason:
-                guard = _guard_text(event.recompile_reason, hint=True)
+                guard = guard_text(event.recompile_reason, hint=True)
                 reason += f"; the guard that failed last: {guard}"
             self._add_fallback(frame, "recompile_limit", reason)
             return
         if event.recompile_reason is not None and not self._chain_recompiled:
             self._chain_recompiled = True
-            text = _guard_text(event.recompile_reason)
+            text = guard_text(event.recompile_reason)
             self.recompiles.append(
-                RecompileRecord(frame=frame, reason=text, category=_category(text))
+                RecompileRecord(frame=frame, reason=text, category=recompile_category(text))
             )
         if event.fail_type is None:
             return
@@ -579,7 +579,7 @@ def _summary(text: str) -> str:
     return one(text)
 
 
-def _guard_text(reason: str, *, hint: bool = False) -> str:
+def guard_text(reason: str, *, hint: bool = False) -> str:
     """The failed guard on one line: `s.k == 7 (from `s.k += 1`)`, without Dynamo's compile-id
     prefix, truncated path and stack trace; its HINT only when asked for."""
     first = _title(_COMPILE_ID_PREFIX.sub("", reason.strip(), count=1))
@@ -593,7 +593,7 @@ def _guard_text(reason: str, *, hint: bool = False) -> str:
     return text
 
 
-def _category(guard: str) -> str:
+def recompile_category(guard: str) -> str:
     """size, stride, dtype, device, requires_grad, grad_mode, python_value or other."""
     text = guard.lower()
     if "size mismatch" in text or ".size()" in text or "numel" in text:

@@ -173,12 +173,12 @@ def plainly_close_all(pairs: list[tuple[Tensor, Tensor, float, float]]) -> list[
         for i, verdict in zip(batch.indices, batch.verdicts(values), strict=True):
             verdicts[i] = verdict
     rest = [i for i, verdict in enumerate(verdicts) if verdict is None]
-    for i, verdict in zip(rest, _leaf_by_leaf([pairs[i] for i in rest]), strict=True):
+    for i, verdict in zip(rest, leaf_by_leaf([pairs[i] for i in rest]), strict=True):
         verdicts[i] = verdict
     return [verdict or (None, None) for verdict in verdicts]
 
 
-def _leaf_by_leaf(pairs: list[tuple[Tensor, Tensor, float, float]]) -> list[Verdicts]:
+def leaf_by_leaf(pairs: list[tuple[Tensor, Tensor, float, float]]) -> list[Verdicts]:
     """`plainly_close_all` in float64, leaf by leaf (in chunks): whether each differs at all and,
     for inexact ones, the fused verdicts, read in one host sync per device."""
     unread = []

@@ -150,13 +150,13 @@ class Exported:
             self.drew = True
         path = os.path.join(self._package_directory(), f"program{len(self._programs)}.pt2")
         package = _compat.aoti_package(program, path, configs)
-        _check_loader(package)
+        check_loader(package)
         loaded = _compat.aoti_load(package, _device_index(self.target, args, kwargs))
         named = {**program.state_dict, **program.constants}
         tensors = {k: v for k, v in named.items() if isinstance(v, torch.Tensor)}
         _compat.aoti_bind_constants(loaded, tensors)
         buffers = [tensors[name] for name in program.graph_signature.buffers if name in tensors]
-        return _Package(loaded, buffers)
+        return LoadedPackage(loaded, buffers)
 
     def _package_directory(self) -> str:
         if self._directory is None:
@@ -178,12 +178,12 @@ class Exported:
             how += ", packaged by AOTInductor"
         self.accountant.exported(
             GraphRecord(frame=frame, ops=ops, reason=how),
-            None if last is None else _recompile(frame, last, facts),
+            None if last is None else recompile_record(frame, last, facts),
             seconds,
         )
 
 
-class _Package:
+class LoadedPackage:
     """A loaded AOTInductor package, called as the program is.
 
     It writes inputs and buffers in place from C++, where autograd's version counters do not
@@ -207,7 +207,7 @@ class _Package:
 _LOADERS_TRIED: set[str] = set()  # devices whose first package was loaded apart
 
 
-def _check_loader(package: str) -> None:
+def check_loader(package: str) -> None:
     """Load this process's first package once in a separate process: where torch's loader
     crashes (seen: torch 2.11 on a CUDA 13 machine, any program, CPU and CUDA alike), the
     crash becomes an environment fault instead of the end of the test session."""
@@ -255,7 +255,7 @@ def _facts(name: str, value: Any, facts: dict[str, Hashable]) -> None:
         facts[f"{name} object"] = id(value)  # exported for this very object
 
 
-def _recompile(
+def recompile_record(
     frame: str, last: dict[str, Hashable], facts: dict[str, Hashable]
 ) -> RecompileRecord:
     """The re-export as a recompile, named by the first fact of the signature that changed."""

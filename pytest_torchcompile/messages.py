@@ -21,6 +21,7 @@ from pytest_torchcompile.errors import (
 )
 from pytest_torchcompile.settings import SettingError, Settings
 from pytest_torchcompile.snapshot import named_inputs
+from pytest_torchcompile.tensor_text import describe
 
 
 def first_line(exc: BaseException) -> str:
@@ -32,7 +33,6 @@ def first_line(exc: BaseException) -> str:
 def inputs_note(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
     """An `Inputs:` block: each scalar and tensor input in one line (dtype, shape, strides,
     offset, device, layout), with the inputs that share a storage named."""
-    from pytest_torchcompile.strategies import describe  # strategies import Hypothesis
 
     lines: list[str] = []
     owners: dict[int, str] = {}  # storage address -> the first input on it

@@ -31,6 +31,7 @@ from pytest_torchcompile.recorder import Call
 from pytest_torchcompile.replay import replay
 from pytest_torchcompile.settings import MARKER_KEYS, Settings, apply
 from pytest_torchcompile.standins import ByImport, FillIn, FromSource, Placeholder, Reduced, resolve
+from pytest_torchcompile.tensor_text import describe
 
 _REPRO_SETTINGS: tuple[str, ...] = ("backend", "mode", "dynamic", "fullgraph", "rtol", "atol")
 _REPRO_SETTINGS += ("dynamic_dims", "compiled_autograd")
@@ -55,7 +56,7 @@ def write_repro(
     callable that cannot be rebuilt at all gets a FILL IN line in repro.py. Returns notes for the
     failure message (what the repro could not rebuild).
     """
-    saver = _Saver({getattr(call.fn, "__module__", None) or "" for call in calls})
+    saver = InputSaver({getattr(call.fn, "__module__", None) or "" for call in calls})
     saved_fns, fill_ins = _save_callables(calls, saver)
     saver.modules |= _backend_modules(settings.backend)
     saved = [
@@ -80,7 +81,7 @@ def write_repro(
     return notes + [f"repro: {note}" for note in saver.notes]
 
 
-def _save_callables(calls: list[Call], saver: _Saver) -> tuple[dict[int, Any], list[_FillIn]]:
+def _save_callables(calls: list[Call], saver: InputSaver) -> tuple[dict[int, Any], list[_FillIn]]:
     """What calls.pt holds for each distinct callable (by id), and the FILL IN lines of those
     that cannot be rebuilt, each with the checker calls that use it."""
     fill_ins: dict[int, _FillIn] = {}  # by id of the callable
@@ -99,7 +100,7 @@ def _save_callables(calls: list[Call], saver: _Saver) -> tuple[dict[int, Any], l
     return saved_fns, list(fill_ins.values())
 
 
-def _save_callable(fn: Any, saver: _Saver) -> tuple[Any, str | None]:
+def _save_callable(fn: Any, saver: InputSaver) -> tuple[Any, str | None]:
     """What calls.pt holds for the callable under test, or None and why it cannot be rebuilt."""
     if isinstance(fn, torch.nn.Module):
         local = _local_class(fn)
@@ -139,7 +140,7 @@ def _repro_text(
     settings: Settings,
     title: str,
     stage: str,
-    saver: _Saver,
+    saver: InputSaver,
     fill_ins: list[_FillIn],
 ) -> str:
     """repro.py's source: the docstring, the makers, the FILL IN lines and the settings."""
@@ -223,7 +224,6 @@ _LISTED = 20  # calls the repro's docstring lists
 
 def _listing(calls: list[Call]) -> str:
     """The calls, one line each, e.g. `2. rms_norm(float32[4, 4] ... contiguous, 1.5)`."""
-    from pytest_torchcompile.strategies import describe
 
     def shown(value: Any) -> str:
         return describe(value) if isinstance(value, torch.Tensor) else repr(value)
@@ -246,7 +246,7 @@ class _NotRebuildable(Exception):
 _MAX_DEPTH = 8  # how deep the saver takes apart objects pickle refuses
 
 
-class _Saver:
+class InputSaver:
     """Turns each value a repro needs into something calls.pt can hold (see standins.py).
 
     What pickle saves is kept as it is. Otherwise: a lambda or nested function is rebuilt from
@@ -294,7 +294,7 @@ class _Saver:
     def _function(self, fn: types.FunctionType, what: str, depth: int) -> Any:
         name = self.makers.get(fn.__code__, f"make_fn_{len(self.makers)}")
         try:
-            code, imports, captured = _rebuild_source(fn, name)
+            code, imports, captured = rebuild_source(fn, name)
         except _NotRebuildable as exc:
             return self._placeholder(what, str(exc))
         if fn.__code__ not in self.makers:
@@ -487,7 +487,7 @@ def _copy_sources(modules: set[str], root: Path) -> None:
         shutil.copyfile(path, target)
 
 
-def _rebuild_source(fn: types.FunctionType, maker: str) -> tuple[str, set[str], dict[str, Any]]:
+def rebuild_source(fn: types.FunctionType, maker: str) -> tuple[str, set[str], dict[str, Any]]:
     """A maker function's source that rebuilds a lambda or nested function, its imports, and
     the values of the names it closes over (saved in calls.pt and passed to the maker)."""
     source = _function_source(fn)

@@ -452,9 +452,9 @@ def test_compiles_outside_observe_are_not_the_tests() -> None:
     ],
 )
 def test_recompile_categories(guard: str, category: str) -> None:
-    from pytest_torchcompile.accounting import _category, _guard_text
+    from pytest_torchcompile.accounting import guard_text, recompile_category
 
-    assert _category(_guard_text(guard)) == category
+    assert recompile_category(guard_text(guard)) == category
 
 
 def test_a_compiled_torch_module_is_named_after_its_forward_not_dynamos_wrapper() -> None:

@@ -76,6 +76,25 @@ def import_graph() -> dict[str, set[str]]:
     }
 
 
+def _private_names_taken(
+    tree: ast.Module, names: set[str], own: str | None = None
+) -> Iterator[tuple[int, str]]:
+    """(line, what) for each private name of a package module other than `own` that `tree`
+    takes: ``from X import _name`` or ``X._name``."""
+    for target, name, line in _imports(tree, names):
+        if name is not None and _is_private(name) and target != own:
+            yield line, f"from {PACKAGE}.{target} import {name}"
+    aliases = _module_aliases(tree, names)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in aliases
+            and _is_private(node.attr)
+        ):
+            yield node.lineno, f"{aliases[node.value.id]}.{node.attr}"
+
+
 def private_imports() -> list[str]:
     """Every use of another module's private name: ``from X import _name`` or ``X._name``.
 
@@ -84,21 +103,26 @@ def private_imports() -> list[str]:
     """
     trees = _modules()
     names = set(trees) - {INIT}
+    return [
+        f"{module}.py:{line}: {what}"
+        for module, tree in trees.items()
+        for line, what in _private_names_taken(tree, names, own=module)
+    ]
+
+
+TESTS = ROOT.parent / "tests"
+
+
+def private_uses_in_tests() -> list[str]:
+    """Every private name of a package module the tests take: they test through the seams the
+    modules offer, as the modules do with each other (private modules such as ``_compat`` may
+    be imported, as the package imports them)."""
+    names = set(_modules()) - {INIT}
     found = []
-    for module, tree in trees.items():
-        for target, name, line in _imports(tree, names):
-            if name is not None and _is_private(name) and target != module:
-                found.append(f"{module}.py:{line}: from {PACKAGE}.{target} import {name}")
-        aliases = _module_aliases(tree, names)
-        for node in ast.walk(tree):
-            if (
-                isinstance(node, ast.Attribute)
-                and isinstance(node.value, ast.Name)
-                and node.value.id in aliases
-                and _is_private(node.attr)
-            ):
-                target = aliases[node.value.id]
-                found.append(f"{module}.py:{node.lineno}: {target}.{node.attr}")
+    for path in sorted(TESTS.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        where = path.relative_to(TESTS.parent)
+        found += [f"{where}:{line}: {what}" for line, what in _private_names_taken(tree, names)]
     return found
 
 
@@ -162,6 +186,11 @@ def test_no_import_cycles() -> None:
 def test_no_module_imports_another_modules_private_names() -> None:
     found = private_imports()
     assert not found, "private names used across modules:\n" + "\n".join(f"  {f}" for f in found)
+
+
+def test_no_test_takes_a_private_name_of_the_package() -> None:
+    found = private_uses_in_tests()
+    assert not found, "private names the tests take:\n" + "\n".join(f"  {f}" for f in found)
 
 
 def test_the_checks_see_cycles_and_private_imports() -> None:

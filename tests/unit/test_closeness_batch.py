@@ -79,7 +79,7 @@ def test_a_batch_judges_every_leaf_as_float64_leaf_by_leaf_does(
     floor's verdict is always the same, and a plain verdict it leaves open the floor passes."""
     pairs = _on(pairs, device)
     batched = closeness.plainly_close_all(pairs)
-    exact = closeness._leaf_by_leaf(pairs)
+    exact = closeness.leaf_by_leaf(pairs)
     for (plain, floor), (exact_plain, exact_floor), pair in zip(batched, exact, pairs, strict=True):
         assert (floor is None) == (exact_floor is None), pair
         if plain is not None:
@@ -133,7 +133,7 @@ def test_the_kernels_of_a_batch_do_not_grow_with_its_leaves(device: str) -> None
         lambda: closeness.plainly_close_all(many), device
     )
     assert all(plain is not None for plain, _ in closeness.plainly_close_all(many))
-    assert _kernel_calls(lambda: closeness._leaf_by_leaf(many), device) > 5 * len(many)
+    assert _kernel_calls(lambda: closeness.leaf_by_leaf(many), device) > 5 * len(many)
 
 
 def test_a_leaf_outside_its_bound_is_judged_again_in_float64() -> None:

@@ -13,7 +13,7 @@ def _recompile(before: tuple[object, ...], after: tuple[object, ...]) -> tuple[s
     fn = torch.nn.Linear(3, 2)
     last = exported.signature(fn, before, {})
     now = exported.signature(fn, after, {})
-    record = exported._recompile("Linear.forward", last, now)
+    record = exported.recompile_record("Linear.forward", last, now)
     return record["category"], record["reason"]
 
 
@@ -49,7 +49,7 @@ def test_grad_mode_and_training_mode_are_part_of_the_signature():
     model[1].eval()
     eval_dropout = exported.signature(model, (x,), {})
     assert train != no_grad and train != eval_dropout
-    assert exported._recompile("m", train, no_grad)["category"] == "grad_mode"
+    assert exported.recompile_record("m", train, no_grad)["category"] == "grad_mode"
 
 
 def test_the_report_says_what_aot_inductor_does_not_compare_and_what_export_ignores():
@@ -72,7 +72,7 @@ def test_a_package_call_counts_its_inputs_and_buffers_as_written():
         return a.sum()
 
     before = [t._version for t in (average, value, buffer)]
-    exported._Package(package, [buffer])(average, v=value)
+    exported.LoadedPackage(package, [buffer])(average, v=value)
     assert [t._version for t in (average, value, buffer)] == [v + 1 for v in before]
 
 

@@ -167,7 +167,7 @@ def test_a_crashing_aoti_loader_is_the_environments_fault(monkeypatch: pytest.Mo
     monkeypatch.setattr(exported, "_LOADERS_TRIED", set())
     monkeypatch.setattr(_compat, "aoti_load_crash", lambda package: "signal SIGSEGV")
     with pytest.raises(_compat.LoaderCrash) as caught:
-        exported._check_loader("/tmp/program0.pt2")
+        exported.check_loader("/tmp/program0.pt2")
     fault = faults.classify(caught.value)
     assert fault is not None and fault.kind == "runtime"
     text = str(fault.error("context"))

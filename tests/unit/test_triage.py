@@ -55,7 +55,7 @@ def test_the_recorder_copies_inputs_every_call_and_a_module_once():
 def test_a_lambda_is_rebuilt_from_its_own_source_with_what_it_closes_over():
     scale = 3.0
     pair = (lambda t: t + 1, lambda t: torch.relu(t) * scale)
-    code, imports, captured = repro._rebuild_source(pair[1], "make_fn_0")
+    code, imports, captured = repro.rebuild_source(pair[1], "make_fn_0")
     assert "return lambda t: torch.relu(t) * scale" in code
     assert code.startswith("def make_fn_0(scale):")
     assert (imports, captured) == ({"import torch"}, {"scale": 3.0})
@@ -74,7 +74,7 @@ def test_a_nested_function_loses_its_decorators_and_keeps_its_name():
     def double(t):
         return t * 2
 
-    code, _, captured = repro._rebuild_source(double, "make_fn_1")
+    code, _, captured = repro.rebuild_source(double, "make_fn_1")
     assert "@passthrough" not in code and "def double(t):" in code
     assert code.rstrip().endswith("return double") and captured == {}
 
@@ -101,7 +101,7 @@ def test_what_pickle_refuses_is_saved_as_stand_ins_and_resolved_back(tmp_path):
     from pytest_torchcompile.standins import Placeholder, resolve
 
     holder = _Holder()
-    saver = repro._Saver({__name__})
+    saver = repro.InputSaver({__name__})
     saved = saver.save(lambda t: holder.scale(t) + holder.weight, "fn")
     buffer = io.BytesIO()
     torch.save(saved, buffer)  # what calls.pt holds
