@@ -21,7 +21,7 @@ from pytest_torchcompile import _compat, faults, pystate, randomness
 from pytest_torchcompile.compiled import CompiledSide
 from pytest_torchcompile.costs import FAULT_RETRY, Costs
 from pytest_torchcompile.rounding import RoundingNoise
-from pytest_torchcompile.settings import Settings
+from pytest_torchcompile.settings import CACHELESS_BACKENDS, Settings
 from pytest_torchcompile.sides import (
     COTANGENT_SEED,
     RngState,
@@ -210,7 +210,8 @@ class CallRunner:
             self._on_recompile_limit()
             compiled, moved_again, copies = compiled_again()
             moved = moved or moved_again
-        fault = faults.classify(compiled.exception)
+        cached = self.settings.backend not in CACHELESS_BACKENDS
+        fault = faults.classify(compiled.exception, cached=cached)
         if fault is not None:  # not the compiler's doing: retried with a fresh cache, or raised
             self.costs.compiled(FAULT_RETRY)
             outcome = faults.recover(

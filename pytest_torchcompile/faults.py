@@ -146,8 +146,12 @@ _KIND_NAMES: dict[Kind, str] = {
 }
 
 
-def classify(exc: BaseException | None) -> Fault | None:
-    """The environment fault behind a compiled run's exception, or None (the compiler's own)."""
+def classify(exc: BaseException | None, *, cached: bool = True) -> Fault | None:
+    """The environment fault behind a compiled run's exception, or None (the compiler's own).
+
+    With `cached` False (a backend that writes no Inductor cache: eager, aot_eager), a failure
+    inside the backend compiler is the compiler's: no cache could have caused it, and a retry
+    in a fresh one would only compile it twice."""
     if exc is None:
         return None
     original = _compat.user_exception(exc)
@@ -157,7 +161,7 @@ def classify(exc: BaseException | None) -> Fault | None:
             fault = find(current, original)
             if fault is not None:
                 return fault
-    return _backend([exc, *chain], original)
+    return _backend([exc, *chain], original) if cached else None
 
 
 def recover(

@@ -27,6 +27,8 @@ BUILTIN_BACKENDS = (
     *EXPORT_PATHS,
     CONTROL_BACKEND,
 )
+# Backends that write no Inductor cache: what they raise, a fresh cache cannot change.
+CACHELESS_BACKENDS = ("eager", "aot_eager", "aot_eager_decomp_partition", CONTROL_BACKEND)
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 DYNAMIC_CHOICES = ("auto", "true", "false")
 BISECT_CHOICES = ("on", "off", "deep")

@@ -130,6 +130,13 @@ def test_any_failure_inside_the_backend_compiler_is_one_the_retry_decides(cache_
     assert f"clear it with: rm -r {cache_dir}" in fault.note()
 
 
+def test_a_backend_that_writes_no_cache_owns_its_failures(cache_dir):
+    """Under eager or aot_eager no Inductor cache exists to blame: a failure inside the backend
+    compiler is the compiler's, not retried."""
+    assert classify(compiled_raising(WRONG_CODE), cached=False) is None
+    assert classify(compiled_raising(WRONG_CODE)) is not None  # Inductor's: the retry decides
+
+
 def test_recover_retries_a_cache_fault_once_and_raises_what_a_fresh_cache_does_not_cure():
     fault = classify(ImportError(f"{SO}: file too short"))
     notes: list[str] = []
