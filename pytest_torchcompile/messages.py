@@ -115,6 +115,17 @@ def rejection_note(
     return "\n".join(lines)
 
 
+def both_rejected_note(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:
+    """Where eager and compiled both raised, of other types: the program rejects the input on
+    both sides (a float-only function given integers), and how to keep such inputs out ("" where
+    no input is unusual)."""
+    hints = exclusion_hints(args, kwargs)
+    if not hints:
+        return ""
+    lines = ["Both sides rejected these inputs, with different exceptions; to keep them out:"]
+    return "\n" + "\n".join([*lines, *(f"  {hint}" for hint in hints)])
+
+
 def fresh_cache_note(recompiles: int, call: int, settings: Settings) -> str:
     """The report's note where Hypothesis examples hit Dynamo's recompile limit and the checker
     started a fresh compile cache."""

@@ -29,9 +29,9 @@ from pytest_torchcompile.errors import (
 )
 from pytest_torchcompile.judges import Verdict
 from pytest_torchcompile.messages import (
+    both_rejected_note,
     compile_refusal,
     context_line,
-    exclusion_hints,
     first_line,
     fresh_cache_note,
     inputs_note,
@@ -280,7 +280,9 @@ class Checker:
             if self.recorder is not None:
                 self.recorder.diverged(note)
             _, args, kwargs = call.snapshot_of
-            raise ParityError(message + inputs_note(args, kwargs) + _rejected_by_both(call))
+            both_raised = call.eager.exception is not None and call.compiled.exception is not None
+            rejected = both_rejected_note(args, kwargs) if both_raised else ""
+            raise ParityError(message + inputs_note(args, kwargs) + rejected)
 
     def _start_fresh_cache(self) -> None:
         """Hypothesis examples filled Dynamo's cache up to its recompile limit: start a new one.
@@ -355,20 +357,6 @@ class Checker:
             fullgraph=self.settings.fullgraph,
             source={name: self.settings.source(name) for name in names},
         )
-
-
-def _rejected_by_both(call: Call) -> str:
-    """Where eager and compiled both raised, of other types: the program rejects the input on
-    both sides (a float-only function given integers), and how to keep such inputs out."""
-    if call.eager.exception is None or call.compiled.exception is None:
-        return ""
-    _, args, kwargs = call.snapshot_of
-    hints = exclusion_hints(args, kwargs)
-    if not hints:
-        return ""
-    return "\nBoth sides rejected these inputs, with different exceptions; to keep them out:\n" + (
-        "\n".join(f"  {hint}" for hint in hints)
-    )
 
 
 def _kind_of_call(
