@@ -46,8 +46,8 @@ from pytest_torchcompile import (
     RecompileLimitExceeded,
     assert_compile_parity,
 )
+from pytest_torchcompile.running.snapshot import clone_tree
 from pytest_torchcompile.settings import load_backend_callable
-from pytest_torchcompile.snapshot import clone_tree
 
 OUTCOMES = (
     "pass",

@@ -193,8 +193,8 @@ def _count_reruns(plugin: Callable[[], None], calls: int) -> float:
     """Sides per plugin call beyond eager and compiled, over `calls` untimed calls: re-runs
     for a rule, the compiled run as the user compiles it. Counted by wrapping `run_side` where the plugin calls it, outside the timed
     calls, so the timings are of the check as shipped."""
-    from pytest_torchcompile import calls as calls_module
-    from pytest_torchcompile import compiled
+    from pytest_torchcompile.running import calls as calls_module
+    from pytest_torchcompile.running import compiled
 
     sides = [0]
     run_side = calls_module.run_side
@@ -235,7 +235,7 @@ def _pair(
 def measure(
     case: Case, backend: str, device: str, repeats: int, clock: Callable[[], float]
 ) -> Result:
-    from pytest_torchcompile.accounting import Accountant
+    from pytest_torchcompile.counting.accounting import Accountant
     from pytest_torchcompile.runner import isolated
 
     cuda = device == "cuda"
@@ -332,7 +332,7 @@ def run_overhead(options: argparse.Namespace) -> None:
 
 def run_profile(case: Case, options: argparse.Namespace) -> None:
     """torch.profiler over one warm plugin check: its top ops by self CPU (and self CUDA) time."""
-    from pytest_torchcompile.accounting import Accountant
+    from pytest_torchcompile.counting.accounting import Accountant
     from pytest_torchcompile.runner import isolated
 
     cuda = options.device == "cuda"
@@ -353,7 +353,7 @@ def run_cprofile(options: argparse.Namespace) -> None:
     import cProfile
     import pstats
 
-    from pytest_torchcompile.accounting import Accountant
+    from pytest_torchcompile.counting.accounting import Accountant
     from pytest_torchcompile.runner import isolated
 
     package = str(ROOT / "pytest_torchcompile")

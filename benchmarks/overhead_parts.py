@@ -25,9 +25,10 @@ from typing import Any
 import torch
 from overhead import _cases, _hand_written, _timed
 
-from pytest_torchcompile import parity, sides
-from pytest_torchcompile.accounting import Accountant
+from pytest_torchcompile.counting.accounting import Accountant
+from pytest_torchcompile.judging import parity
 from pytest_torchcompile.runner import Checker, isolated
+from pytest_torchcompile.running import sides
 from pytest_torchcompile.settings import Settings
 
 VARIANTS: dict[str, dict[str, bool]] = {

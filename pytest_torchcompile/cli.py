@@ -18,8 +18,8 @@ import shutil
 import sys
 from collections.abc import Sequence
 
-from pytest_torchcompile import budgets, merge
-from pytest_torchcompile.report import json_report, save_json, session_summary
+from pytest_torchcompile.counting import budgets, merge
+from pytest_torchcompile.counting.report import json_report, save_json, session_summary
 
 PROG = "python -m pytest_torchcompile"
 

@@ -53,3 +53,9 @@ class UncopyableInputError(TypeError):
 
     A misuse, not a verdict on the compiler, so it is no AssertionError.
     """
+
+
+def first_line(exc: BaseException) -> str:
+    """`Type: the first line of the message`, for one-line summaries of an exception."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}"

@@ -47,8 +47,8 @@ def compile_parity(request: pytest.FixtureRequest) -> Iterator[Checker | EagerOn
             compile_parity(model, torch.randn(8, 16, device=device))
             compile_parity(model, torch.randn(4, 16, device=device))  # a second shape
     """
-    from pytest_torchcompile.recorder import Recorder
     from pytest_torchcompile.runner import Checker, isolated
+    from pytest_torchcompile.running.recorder import Recorder
 
     if request.config.stash[SESSION_KEY].parity == "off":
         yield EagerOnly()
@@ -73,8 +73,8 @@ class EagerOnly:
     calls = 0
 
     def __call__(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
-        from pytest_torchcompile.accounting import Accountant
-        from pytest_torchcompile.parity import ParityReport
+        from pytest_torchcompile.counting.accounting import Accountant
+        from pytest_torchcompile.judging.parity import ParityReport
         from pytest_torchcompile.runner import ParityResult
 
         self.calls += 1

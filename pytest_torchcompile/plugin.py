@@ -14,14 +14,15 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_torchcompile import budgets, caches
-from pytest_torchcompile.errors import NOTE_PREFIX
-from pytest_torchcompile.fixtures import compile_parity, device
-from pytest_torchcompile.records import CoverageRecord, ParityRecord
-from pytest_torchcompile.report import (
+from pytest_torchcompile.counting import budgets
+from pytest_torchcompile.counting.records import CoverageRecord, ParityRecord
+from pytest_torchcompile.counting.report import (
     junit_properties,
     section_text,
 )
+from pytest_torchcompile.errors import NOTE_PREFIX
+from pytest_torchcompile.fixtures import compile_parity, device
+from pytest_torchcompile.running import caches
 from pytest_torchcompile.session import SessionHooks
 from pytest_torchcompile.settings import (
     MARKER_KEYS,
@@ -51,8 +52,8 @@ from pytest_torchcompile.stash import (
 from pytest_torchcompile.workers import XdistHooks, worker_gpu
 
 if TYPE_CHECKING:
-    from pytest_torchcompile.callsites import Constructions
-    from pytest_torchcompile.intercept import Interceptor
+    from pytest_torchcompile.adoption.callsites import Constructions
+    from pytest_torchcompile.adoption.intercept import Interceptor
 
 __all__ = ["compile_parity", "device"]
 
@@ -277,7 +278,7 @@ def _constructions(item: pytest.Item) -> Constructions:
     """The test's record of module classes constructed, kept from setup to the call."""
     found = item.stash.get(CONSTRUCTIONS_KEY, None)
     if found is None:
-        from pytest_torchcompile.callsites import Constructions
+        from pytest_torchcompile.adoption.callsites import Constructions
 
         found = item.stash[CONSTRUCTIONS_KEY] = Constructions()
     return found
@@ -289,7 +290,7 @@ def _triage(item: pytest.Item, exc: BaseException, checker: Any) -> None:
     recorder = getattr(checker, "recorder", None)
     if checker is None or recorder is None or not recorder.calls or not _parity_failure(exc):
         return
-    from pytest_torchcompile import triage
+    from pytest_torchcompile.after_failure import triage
 
     settings = item.config.stash[SESSION_KEY]
     if settings.artifacts is not None:
@@ -347,8 +348,8 @@ def _interceptor(item: pytest.Item) -> Interceptor | None:
     if not _intercepted(item):
         return None
     session = item.config.stash[SESSION_KEY]
-    from pytest_torchcompile.intercept import Interceptor
-    from pytest_torchcompile.selection import Selection
+    from pytest_torchcompile.adoption.intercept import Interceptor
+    from pytest_torchcompile.running.selection import Selection
 
     # A marked test's settings were resolved (and validated) at collection.
     settings = settings_of(item)

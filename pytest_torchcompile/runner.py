@@ -17,32 +17,32 @@ from typing import Any, Protocol
 
 import torch
 
-from pytest_torchcompile import _compat, exported, parity, randomness, sides
-from pytest_torchcompile.accounting import Accountant
-from pytest_torchcompile.calls import Call, CallRunner
-from pytest_torchcompile.compiled import CompiledSide
-from pytest_torchcompile.costs import FRESH_CACHE, Costs
+from pytest_torchcompile import _compat
+from pytest_torchcompile.counting.accounting import Accountant
+from pytest_torchcompile.counting.costs import FRESH_CACHE, Costs
+from pytest_torchcompile.counting.records import CompileCounts, LeafError
 from pytest_torchcompile.errors import (
     CompileParityFailure,
     ExportFailure,
     ParityError,
+    first_line,
 )
-from pytest_torchcompile.judges import Verdict
-from pytest_torchcompile.messages import (
+from pytest_torchcompile.judging import parity
+from pytest_torchcompile.judging.judges import Verdict
+from pytest_torchcompile.judging.messages import (
     both_rejected_note,
     compile_refusal,
     context_line,
-    first_line,
     fresh_cache_note,
     inputs_note,
     rejection_note,
 )
-from pytest_torchcompile.records import CompileCounts, LeafError
-from pytest_torchcompile.selection import Skip, inputs_signature
+from pytest_torchcompile.running import exported, randomness, sides
+from pytest_torchcompile.running.calls import Call, CallRunner
+from pytest_torchcompile.running.compiled import CompiledSide
+from pytest_torchcompile.running.selection import Skip, inputs_signature
+from pytest_torchcompile.running.trees import tensors
 from pytest_torchcompile.settings import Settings, apply
-from pytest_torchcompile.snapshot import (
-    leaves,
-)
 
 
 @dataclass
@@ -336,11 +336,11 @@ class Checker:
         raise exc
 
     def _note_devices(self, fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-        tensors = [leaf for leaf in leaves((args, dict(kwargs))) if isinstance(leaf, torch.Tensor)]
+        inputs = tensors((args, dict(kwargs)))
         if isinstance(fn, torch.nn.Module):
             first = next(fn.parameters(), None)  # not list(...): that walks every parameter
-            tensors += [first] if first is not None else []
-        for tensor in tensors[:1]:
+            inputs += [first] if first is not None else []
+        for tensor in inputs[:1]:
             if str(tensor.device) not in self.devices_seen:
                 self.devices_seen.append(str(tensor.device))
 

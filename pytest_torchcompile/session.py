@@ -11,9 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from pytest_torchcompile import budgets, caches
-from pytest_torchcompile.records import CoverageRecord, ParityRecord
-from pytest_torchcompile.report import json_report, runtime_versions, save_json, session_summary
+from pytest_torchcompile.counting import budgets
+from pytest_torchcompile.counting.records import CoverageRecord, ParityRecord
+from pytest_torchcompile.counting.report import (
+    json_report,
+    runtime_versions,
+    save_json,
+    session_summary,
+)
+from pytest_torchcompile.running import caches
 from pytest_torchcompile.stash import SESSION_KEY, Run
 from pytest_torchcompile.workers import (
     CACHE_OUTPUT,

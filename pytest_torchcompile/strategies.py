@@ -34,7 +34,7 @@ from hypothesis import currently_in_test_context, note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from pytest_torchcompile import edges
+from pytest_torchcompile.judging import edges
 from pytest_torchcompile.tensor_text import describe
 
 __all__ = [
@@ -1006,7 +1006,7 @@ class Values(_Compact):
     `dist` is ``small`` (integers in [-3, 3], exact in every dtype), ``normal`` (standard normal;
     integers in [-100, 100]), ``wide`` (magnitudes 2**-10 to 2**10 with random signs; integers in
     [-10000, 10000]), ``full`` (integers over the dtype's whole range), or for floating and complex
-    dtypes one of the edge classes of :mod:`pytest_torchcompile.edges`: ``ties``, ``offsets``,
+    dtypes one of the edge classes of :mod:`pytest_torchcompile.judging.edges`: ``ties``, ``offsets``,
     ``near_limits``, ``exact_sums``, whose per-position constants `steps` seeds (a tensor group
     shares it); `literals` are the program's own constants that ``ties`` also puts on its lattice.
     `positive` makes every value positive (magnitudes, 0 becoming 1) and `zeros` about half of
@@ -1473,7 +1473,7 @@ def tensors(
       `max_value` (for integers too: e.g. ``min_value=0, max_value=n - 1`` for indices).
       Ordinary values are small integers, standard normal or wide (2**-10 to 2**10); `positive`
       makes them all positive, `zeros` about half of them 0 (one or the other per tensor).
-    - Edge values (floating and complex dtypes; :mod:`pytest_torchcompile.edges`), where real
+    - Edge values (floating and complex dtypes; :mod:`pytest_torchcompile.judging.edges`), where real
       miscompiles were found, each class switched off by its keyword: `ties` (a lattice ``k *
       c``, k in -2..2, c a common constant such as 0.1, or a literal of the code under test that
       Hypothesis collected and drew, rounded to the dtype: equal elements, +-0, kinks, and

@@ -19,7 +19,7 @@ _JUDGED = [0]
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    from pytest_torchcompile import judges
+    from pytest_torchcompile.judging import judges
 
     judge = judges.judge
 
@@ -36,8 +36,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def _unsupported(case: object, outcome: object) -> str:
     """What is wrong with `outcome` on `case`, or ""."""
-    from pytest_torchcompile import judges
-    from pytest_torchcompile.closeness import is_inexact, noise_floor, scan_leaf
+    from pytest_torchcompile.judging import judges
+    from pytest_torchcompile.judging.closeness import is_inexact, noise_floor, scan_leaf
 
     assert isinstance(case, judges.Case) and isinstance(outcome, judges.Outcome)
     if outcome.verdict is judges.Verdict.PASSED:

@@ -175,8 +175,8 @@ def test_xdist_workers_each_take_their_own_gpu(pytester):
 def test_a_small_leaf_the_rules_judge_gets_the_same_verdict_and_message_on_cuda(wrong):
     """A small leaf outside the plain tolerance is judged on the CPU (its few dozen float64 ops
     cost a launch and a sync each on the GPU): the report is the one the CPU gives."""
-    from pytest_torchcompile.parity import CompareOptions, compare
-    from pytest_torchcompile.sides import SideResult
+    from pytest_torchcompile.judging.parity import CompareOptions, compare
+    from pytest_torchcompile.running.sides import SideResult
     from tests.unit.test_parity import float16_sums
 
     eager, compiled, exact = float16_sums()

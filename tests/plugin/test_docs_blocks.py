@@ -34,7 +34,8 @@ import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from pytest_torchcompile import budgets, cli, errors
+from pytest_torchcompile import cli, errors
+from pytest_torchcompile.counting import budgets
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"

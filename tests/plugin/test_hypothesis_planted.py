@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.plugin.test_hypothesis import HYPOTHESIS_SUMMARY
+
 PROGRAM = (Path(__file__).parent / "hypothesis_properties.py").read_text()
 CI = "--hypothesis-profile=parity-ci"  # the same examples every run (see conftest.py)
-# How Hypothesis names the failing example it reports: the wording changed in later versions.
-HYPOTHESIS_SUMMARY = r"Falsifying example:|Failing test case:"
 
 # planted backend -> (the property test that catches it, the shrunk input as the checker lists it)
 CAUGHT = {

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_torchcompile import report
+from pytest_torchcompile.counting import report
 
 jsonschema = pytest.importorskip("jsonschema")  # a test-only dependency (the dev extra)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 import pytest_torchcompile
+from tests.plugin.test_hypothesis import HYPOTHESIS_SUMMARY
 
 SIN = """
 import pytest, torch
@@ -282,7 +284,8 @@ def test_a_failure_that_needs_earlier_examples_replays_them(hypothesis_pytester,
     calls = int(text.split("(replays ")[1].split(" ")[0])
     assert calls > 1  # the failing example alone compiles afresh and passes
     # the replay ends at the example the message shows, not at one that failed while shrinking
-    shown = float(text.split("Failing test case:")[1].split("value=")[1].split(",")[0])
+    # Hypothesis names the example "Falsifying example:" before 6.16x, "Failing test case:" after
+    shown = float(re.search(rf"(?:{HYPOTHESIS_SUMMARY}).*?value=([^,\s]+),", text, re.S)[1])
     saved = torch.load(repro / "calls.pt", weights_only=False)
     assert saved["calls"][-1]["args"][0][0].item() == shown
     done = run_copied(repro, tmp_path)

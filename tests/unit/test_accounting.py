@@ -22,7 +22,7 @@ from pytest_torchcompile import (
     RecompileLimitExceeded,
     _compat,
 )
-from pytest_torchcompile.accounting import Accountant
+from pytest_torchcompile.counting.accounting import Accountant
 
 SOURCE = {
     "max_graph_breaks": "marker on test_x",
@@ -452,7 +452,7 @@ def test_compiles_outside_observe_are_not_the_tests() -> None:
     ],
 )
 def test_recompile_categories(guard: str, category: str) -> None:
-    from pytest_torchcompile.accounting import guard_text, recompile_category
+    from pytest_torchcompile.counting.accounting import guard_text, recompile_category
 
     assert recompile_category(guard_text(guard)) == category
 

@@ -29,7 +29,7 @@ from pytest_torchcompile import (
     GraphBreakBudgetExceeded,
     RecompileLimitExceeded,
 )
-from pytest_torchcompile.records import CompileCounts
+from pytest_torchcompile.counting.records import CompileCounts
 from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.settings import Settings, apply
 

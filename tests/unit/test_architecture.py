@@ -17,53 +17,113 @@ ROOT = Path(__file__).resolve().parents[2] / PACKAGE
 INIT = "__init__"
 
 
+def _name(path: Path) -> str:
+    """A module's name relative to the package: ``runner``, ``judging.parity``, ``judging`` for
+    a stage's ``__init__.py``, and ``__init__`` for the package's own."""
+    parts = path.relative_to(ROOT).with_suffix("").parts
+    if parts[-1] == INIT and len(parts) > 1:
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
 def _modules() -> dict[str, ast.Module]:
-    """Module name (``__init__`` for the package) -> its parsed source."""
+    """Module name (see `_name`) -> its parsed source, the stages' subpackages included."""
     return {
-        path.stem: ast.parse(path.read_text(encoding="utf-8"), str(path))
-        for path in sorted(ROOT.glob("*.py"))
+        _name(path): ast.parse(path.read_text(encoding="utf-8"), str(path))
+        for path in sorted(ROOT.rglob("*.py"))
     }
+
+
+def _file(module: str) -> str:
+    """Where a module's source lives, relative to the package: ``judging/parity.py``."""
+    path = ROOT.joinpath(*module.split("."))
+    return (
+        (path / f"{INIT}.py" if path.is_dir() else path.with_suffix(".py"))
+        .relative_to(ROOT)
+        .as_posix()
+    )
 
 
 def _is_private(name: str) -> bool:
     return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
 
 
-def _imports(tree: ast.Module, names: set[str]) -> Iterator[tuple[str, str | None, int]]:
-    """(imported module, name taken from it or None, line) for each import of a package module."""
+def _target(dotted: str, names: set[str]) -> str:
+    """The package module an absolute ``pytest_torchcompile...`` name lies in: the longest
+    prefix that is a module (``pytest_torchcompile.judging.parity`` -> ``judging.parity``), the
+    package itself (``__init__``) for the bare package name."""
+    parts = dotted.split(".")[1:]
+    for end in range(len(parts), 0, -1):
+        candidate = ".".join(parts[:end])
+        if candidate in names:
+            return candidate
+    return ".".join(parts) or INIT
+
+
+def _absolute(node: ast.ImportFrom, here: str | None) -> str:
+    """The module a ``from ... import`` names, relative imports resolved against `here` (the
+    importing module's own package, dotted; None outside the package: they are left as they are)."""
+    module = node.module or ""
+    if not node.level or here is None:
+        return module
+    base = here.split(".")[: len(here.split(".")) - node.level + 1]
+    return ".".join([*base, module] if module else base)
+
+
+def _imports(
+    tree: ast.Module, names: set[str], here: str | None = None
+) -> Iterator[tuple[str, str | None, int]]:
+    """(imported module, name taken from it or None, line) for each import of a package module.
+
+    `here` is the importing module's package (``pytest_torchcompile.judging``), for relative
+    imports; importing a module out of a stage (``from pytest_torchcompile.judging import
+    parity``) takes that module, not a name of the stage's ``__init__``.
+    """
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for alias in node.names:
-                parts = alias.name.split(".")
-                if parts[0] == PACKAGE:
-                    yield (parts[1] if len(parts) > 1 else INIT), None, node.lineno
+                if alias.name.split(".")[0] == PACKAGE:
+                    yield _target(alias.name, names), None, node.lineno
         elif isinstance(node, ast.ImportFrom):
-            module = node.module or ""
-            if node.level == 1:  # from . import x / from .x import y
-                module = f"{PACKAGE}.{module}" if module else PACKAGE
-            parts = module.split(".")
-            if parts[0] != PACKAGE:
+            module = _absolute(node, here)
+            if module.split(".")[0] != PACKAGE:
                 continue
-            if len(parts) > 1:
-                for alias in node.names:
-                    yield parts[1], alias.name, node.lineno
-                continue
-            for alias in node.names:  # from pytest_torchcompile import X: a module or a name
-                if alias.name in names:
-                    yield alias.name, None, node.lineno
+            for alias in node.names:
+                submodule = ".".join([*module.split(".")[1:], alias.name])
+                if submodule in names:  # from X import module: a module, no name of X's
+                    yield submodule, None, node.lineno
                 else:
-                    yield INIT, alias.name, node.lineno
+                    yield _target(module, names), alias.name, node.lineno
 
 
-def _module_aliases(tree: ast.Module, names: set[str]) -> dict[str, str]:
-    """Local name -> package module, for ``from pytest_torchcompile import parity`` and alike."""
+def _module_aliases(tree: ast.Module, names: set[str], here: str | None = None) -> dict[str, str]:
+    """Local name -> package module, for ``from pytest_torchcompile.judging import parity``,
+    ``import pytest_torchcompile.judging.parity as parity`` and alike."""
     aliases = {}
     for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.module == PACKAGE:
+        if isinstance(node, ast.ImportFrom):
+            module = _absolute(node, here)
+            if module.split(".")[0] != PACKAGE:
+                continue
             for alias in node.names:
-                if alias.name in names:
-                    aliases[alias.asname or alias.name] = alias.name
+                target = ".".join([*module.split(".")[1:], alias.name])
+                if target in names:
+                    aliases[alias.asname or alias.name] = target
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                target = ".".join(alias.name.split(".")[1:])
+                if alias.name.split(".")[0] == PACKAGE and alias.asname and target in names:
+                    aliases[alias.asname] = target
     return aliases
+
+
+def _package_of(module: str) -> str:
+    """The package a module's relative imports start from: ``pytest_torchcompile.judging`` for
+    ``judging.parity`` and for the stage ``judging`` itself (an ``__init__.py``)."""
+    if module == INIT:
+        return PACKAGE
+    dotted = f"{PACKAGE}.{module}"
+    return dotted if ROOT.joinpath(*module.split(".")).is_dir() else dotted.rpartition(".")[0]
 
 
 def import_graph() -> dict[str, set[str]]:
@@ -71,7 +131,11 @@ def import_graph() -> dict[str, set[str]]:
     trees = _modules()
     names = set(trees) - {INIT}
     return {
-        module: {target for target, _, _ in _imports(tree, names) if target != module}
+        module: {
+            target
+            for target, _, _ in _imports(tree, names, _package_of(module))
+            if target != module
+        }
         for module, tree in trees.items()
     }
 
@@ -81,10 +145,11 @@ def _private_names_taken(
 ) -> Iterator[tuple[int, str]]:
     """(line, what) for each private name of a package module other than `own` that `tree`
     takes: ``from X import _name`` or ``X._name``."""
-    for target, name, line in _imports(tree, names):
+    here = _package_of(own) if own is not None else None
+    for target, name, line in _imports(tree, names, here):
         if name is not None and _is_private(name) and target != own:
             yield line, f"from {PACKAGE}.{target} import {name}"
-    aliases = _module_aliases(tree, names)
+    aliases = _module_aliases(tree, names, here)
     for node in ast.walk(tree):
         if (
             isinstance(node, ast.Attribute)
@@ -104,7 +169,7 @@ def private_imports() -> list[str]:
     trees = _modules()
     names = set(trees) - {INIT}
     return [
-        f"{module}.py:{line}: {what}"
+        f"{_file(module)}:{line}: {what}"
         for module, tree in trees.items()
         for line, what in _private_names_taken(tree, names, own=module)
     ]
@@ -183,6 +248,28 @@ def test_no_import_cycles() -> None:
     )
 
 
+def stage_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """Stage -> the stages its modules import: the graph with each subpackage one node."""
+    stages: dict[str, set[str]] = {}
+    for module, targets in graph.items():
+        stage = module.split(".")[0]
+        if ROOT.joinpath(stage).is_dir():
+            found = {t.split(".")[0] for t in targets} - {stage}
+            stages.setdefault(stage, set()).update(s for s in found if ROOT.joinpath(s).is_dir())
+    return stages
+
+
+def test_the_stages_import_each_other_one_way() -> None:
+    """A stage (running, judging, ...) that imports another is never imported back by it, so
+    the subpackages read as the pipeline's order."""
+    stages = stage_graph(import_graph())
+    assert len(stages) >= 5
+    cycles = import_cycles(stages)
+    assert not cycles, "stages that import each other:\n" + (
+        "\n".join("  " + " -> ".join(cycle) for cycle in cycles)
+    )
+
+
 def test_no_module_imports_another_modules_private_names() -> None:
     found = private_imports()
     assert not found, "private names used across modules:\n" + "\n".join(f"  {f}" for f in found)
@@ -197,11 +284,42 @@ def test_the_checks_see_cycles_and_private_imports() -> None:
     """The checks themselves: a planted cycle and private import are found."""
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": {"e"}}
     assert import_cycles(graph) == [["a", "b", "c", "a"]]
-    tree = ast.parse(f"from {PACKAGE}.report import _numbered, summary_lines\n")
-    assert [(t, n) for t, n, _ in _imports(tree, {"report"})] == [
-        ("report", "_numbered"),
-        ("report", "summary_lines"),
+    tree = ast.parse(f"from {PACKAGE}.counting.report import _numbered, summary_lines\n")
+    assert [(t, n) for t, n, _ in _imports(tree, {"counting", "counting.report"})] == [
+        ("counting.report", "_numbered"),
+        ("counting.report", "summary_lines"),
     ]
+
+
+def test_the_checks_see_modules_through_their_stages() -> None:
+    """A module is reached however it is imported: out of its stage, whole, or relatively."""
+    names = {"errors", "judging", "judging.parity", "judging.rules"}
+    tree = ast.parse(
+        f"from {PACKAGE} import errors, ParityError\n"
+        f"from {PACKAGE}.judging import parity, _hidden\n"
+        f"import {PACKAGE}.judging.rules as rules\n"
+        "from . import rules as same\n"
+        "from .parity import compare\n"
+        "rules._tolerance, same._tolerance\n"
+    )
+    assert [(t, n) for t, n, _ in _imports(tree, names, f"{PACKAGE}.judging")] == [
+        ("errors", None),
+        (INIT, "ParityError"),
+        ("judging.parity", None),
+        ("judging", "_hidden"),
+        ("judging.rules", None),
+        ("judging.rules", None),
+        ("judging.parity", "compare"),
+    ]
+    taken = [what for _, what in _private_names_taken(tree, names, own="judging.parity")]
+    assert taken == [
+        f"from {PACKAGE}.judging import _hidden",
+        "judging.rules._tolerance",
+        "judging.rules._tolerance",
+    ]
+    assert _file("judging.parity") == "judging/parity.py"
+    assert _file("judging") == "judging/__init__.py"
+    assert _file(INIT) == "__init__.py"
 
 
 if __name__ == "__main__":

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_torchcompile import budgets, records
-from pytest_torchcompile.budgets import (
+from pytest_torchcompile.counting import budgets, records
+from pytest_torchcompile.counting.budgets import (
     IMPROVED_NOTE,
     Budget,
     BudgetFileError,
@@ -29,12 +29,12 @@ from pytest_torchcompile.budgets import (
     verdicts,
     write_update,
 )
+from pytest_torchcompile.counting.records import CompileCounts
 from pytest_torchcompile.errors import (
     EagerFallbackError,
     GraphBreakBudgetExceeded,
     RecompileLimitExceeded,
 )
-from pytest_torchcompile.records import CompileCounts
 
 NODE = "tests/test_model.py::test_attention[cpu]"
 

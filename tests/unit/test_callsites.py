@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile.callsites import CallSites, Constructions, overriding_classes
+from pytest_torchcompile.adoption.callsites import CallSites, Constructions, overriding_classes
 
 
 class LibraryModule(torch.nn.Module):

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_torchcompile import budgets
-from pytest_torchcompile.budgets import Budget, Budgets, Collected, Scope
 from pytest_torchcompile.cli import main
-from pytest_torchcompile.report import json_report, save_json
+from pytest_torchcompile.counting import budgets
+from pytest_torchcompile.counting.budgets import Budget, Budgets, Collected, Scope
+from pytest_torchcompile.counting.report import json_report, save_json
 from tests.unit.test_report import record
 
 SEPARATOR = f"{' torch.compile ':=^80}"

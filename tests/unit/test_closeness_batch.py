@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from torch.autograd import DeviceType
 from torch.profiler import ProfilerActivity, profile
 
-from pytest_torchcompile import closeness
-from pytest_torchcompile.parity import CompareOptions
+from pytest_torchcompile.judging import closeness
+from pytest_torchcompile.judging.parity import CompareOptions
 
 OPTIONS = CompareOptions()
 Pair = tuple[torch.Tensor, torch.Tensor, float, float]

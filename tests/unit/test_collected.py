@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pytest_torchcompile.budgets import Collected, Scope, joined, relative_paths
+from pytest_torchcompile.counting.budgets import Collected, Scope, joined, relative_paths
 
 
 def whole(suite: tuple[str, ...], *scopes: Scope) -> bool:

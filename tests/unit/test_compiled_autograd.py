@@ -84,7 +84,7 @@ def _captured_graph(number: int) -> torch.fx.GraphModule:
 
 
 def test_a_capture_after_a_cache_reset_is_no_recompile():
-    from pytest_torchcompile.accounting import Accountant
+    from pytest_torchcompile.counting.accounting import Accountant
 
     accountant = Accountant()
     compiler = accountant.autograd_compiler(lambda gm: gm)

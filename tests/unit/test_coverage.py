@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from pytest_torchcompile import coverage
-from pytest_torchcompile.records import CoverageRecord, ModuleCallRecord
+from pytest_torchcompile.counting import coverage
+from pytest_torchcompile.counting.records import CoverageRecord, ModuleCallRecord
 
 
 def _call(module: str, outcome: str, reason: str = "", calls: int = 1) -> ModuleCallRecord:

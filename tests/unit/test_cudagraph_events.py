@@ -16,7 +16,7 @@ import torch
 from torch._inductor import cudagraph_trees, cudagraph_utils
 
 from pytest_torchcompile import _compat
-from pytest_torchcompile.accounting import Accountant
+from pytest_torchcompile.counting.accounting import Accountant
 
 TREES = cudagraph_trees.log
 UTILS = cudagraph_utils.cudagraphs_log

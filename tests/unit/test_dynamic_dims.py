@@ -10,7 +10,7 @@ from hypothesis import find, given, settings
 from hypothesis.errors import InvalidArgument
 
 from pytest_torchcompile import strategies as tcst
-from pytest_torchcompile.marks import mark_inputs
+from pytest_torchcompile.running.marks import mark_inputs
 from pytest_torchcompile.settings import SettingError, Settings, apply, from_config
 
 

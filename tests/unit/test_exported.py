@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_torchcompile import exported
+from pytest_torchcompile.running import exported
 from pytest_torchcompile.settings import SettingError, Settings, apply, marker_settings
 
 

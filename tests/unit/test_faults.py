@@ -11,8 +11,9 @@ import pytest
 import torch
 from torch._inductor.exc import CppCompileError
 
-from pytest_torchcompile import CompileParityFailure, EnvironmentFault, _compat, exported, faults
-from pytest_torchcompile.faults import classify, recover
+from pytest_torchcompile import CompileParityFailure, EnvironmentFault, _compat
+from pytest_torchcompile.running import exported, faults
+from pytest_torchcompile.running.faults import classify, recover
 
 SO = "/tmp/torchinductor_me/42/c42zkizxuorbb7dvu3bwps3vhavkmavfelvpudeisykttdgt6jop.main.so"
 GXX = ["g++", "/tmp/torchinductor_me/bm/cbm7.main.cpp", "-shared", "-fPIC", "-o", "main.so"]

@@ -5,7 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_torchcompile.selection import Selection, Skip, inputs_signature, module_structure
+from pytest_torchcompile.running.selection import (
+    Selection,
+    Skip,
+    inputs_signature,
+    module_structure,
+)
 from pytest_torchcompile.settings import SettingError, session_from_config
 
 

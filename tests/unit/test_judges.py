@@ -10,9 +10,16 @@ import pytest
 import torch
 from torch import Tensor
 
-from pytest_torchcompile import judges
-from pytest_torchcompile.closeness import plainly_close
-from pytest_torchcompile.judges import Case, JudgingError, Noise, Outcome, Reproduction, Verdict
+from pytest_torchcompile.judging import judges
+from pytest_torchcompile.judging.closeness import plainly_close
+from pytest_torchcompile.judging.judges import (
+    Case,
+    JudgingError,
+    Noise,
+    Outcome,
+    Reproduction,
+    Verdict,
+)
 
 F32 = (1.3e-6, 1e-5)  # assert_close's float32 (rtol, atol)
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "compared.md"

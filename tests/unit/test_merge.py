@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from pytest_torchcompile.budgets import Budget, Collected, Scope, check
-from pytest_torchcompile.merge import ReportError, Session, merge, read, report_paths
-from pytest_torchcompile.records import ParityRecord
-from pytest_torchcompile.report import json_report
+from pytest_torchcompile.counting.budgets import Budget, Collected, Scope, check
+from pytest_torchcompile.counting.merge import ReportError, Session, merge, read, report_paths
+from pytest_torchcompile.counting.records import ParityRecord
+from pytest_torchcompile.counting.report import json_report
 from tests.unit.test_report import ATTENTION, COLLECTED, REACHED, realistic_report, record
 
 VERSIONS = {"python": "3.11.7", "torch": "2.13.0+cpu", "pytest_torchcompile": "0.1.0"}

@@ -15,12 +15,12 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_torchcompile import closeness, parity, rules
 from pytest_torchcompile import strategies as tcst
 from pytest_torchcompile.errors import ParityError
-from pytest_torchcompile.parity import CompareOptions, ParityReport, compare
-from pytest_torchcompile.sides import SideResult
-from pytest_torchcompile.snapshot import Unfaithful
+from pytest_torchcompile.judging import closeness, parity, rules
+from pytest_torchcompile.judging.parity import CompareOptions, ParityReport, compare
+from pytest_torchcompile.running.sides import SideResult
+from pytest_torchcompile.running.snapshot import Unfaithful
 
 CONTEXT = "backend=inductor mode=default dynamic=auto fullgraph=False device=cpu"
 OPTIONS = CompareOptions(context=CONTEXT)

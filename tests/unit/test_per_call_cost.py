@@ -9,12 +9,12 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_torchcompile import parity
 from pytest_torchcompile.errors import ParityError
-from pytest_torchcompile.parity import CompareOptions, compare
+from pytest_torchcompile.judging import parity
+from pytest_torchcompile.judging.parity import CompareOptions, compare
 from pytest_torchcompile.runner import Checker, isolated
+from pytest_torchcompile.running.sides import SideResult
 from pytest_torchcompile.settings import Settings
-from pytest_torchcompile.sides import SideResult
 
 
 @pytest.fixture
@@ -96,7 +96,7 @@ def test_a_call_waits_for_the_device_once_after_both_sides(
 ) -> None:
     """A wait inside a side (between its call and its backward, or at its end) kept the host
     from queueing the next work while the device still ran the last: a call waits once."""
-    from pytest_torchcompile import sides
+    from pytest_torchcompile.running import sides
 
     waits: list[int] = []
     monkeypatch.setattr(sides, "synchronize", lambda: waits.append(1))
@@ -119,8 +119,8 @@ def test_a_device_that_fails_during_a_check_is_a_failure_not_a_verdict(
     """A device fault surfaces at whatever call comes next and leaves the device unusable: the
     check fails saying so (never 'both raised alike', never a rejected example, never a
     traceback from inside the comparison)."""
-    from pytest_torchcompile import sides
     from pytest_torchcompile.errors import CompileParityFailure
+    from pytest_torchcompile.running import sides
 
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
     checker = Checker(Settings(backend="aot_eager"))
@@ -135,7 +135,7 @@ def test_a_device_that_fails_during_a_check_is_a_failure_not_a_verdict(
 
 
 def test_a_device_error_the_compiled_side_met_is_named_as_its_own() -> None:
-    from pytest_torchcompile import sides
+    from pytest_torchcompile.running import sides
 
     raised = torch.AcceleratorError("CUDA error: an illegal memory access")
     failure = sides.device_failure(raised, SideResult(None, raised, {}, {}), "backend=planted")
@@ -161,7 +161,7 @@ def test_a_plain_re_run_proves_a_kind_of_call_rebuilt_once_until_a_leaf_would_fa
     """The rules rest on re-runs from the call's snapshot, and a plain eager re-run proves the
     snapshot rebuilds the call. Proven once for a callable and input signature, the next calls
     of that kind run no such re-run, unless a leaf would fail (then it is run, and judges)."""
-    from pytest_torchcompile import calls
+    from pytest_torchcompile.running import calls
 
     plain_re_runs: list[int] = []
     real = calls.Call.rerun

@@ -99,7 +99,7 @@ def test_every_note_starts_with_the_one_prefix():
     """No module spells out a prefix of its own: notes and warnings use errors.NOTE_PREFIX."""
     prefixes = ("pytest-torchcompile:", "pytest_torchcompile:", "torchcompile:", "compile_parity:")
     found = []
-    for path in sorted(PACKAGE.glob("*.py")):
+    for path in sorted(PACKAGE.rglob("*.py")):  # the stages' subpackages too
         tree = ast.parse(path.read_text(encoding="utf-8"))
         docstrings = {
             id(node.body[0].value)
@@ -115,9 +115,9 @@ def test_every_note_starts_with_the_one_prefix():
                 and isinstance(node.value, str)
                 and id(node) not in docstrings
                 and node.value.lstrip().startswith(prefixes)
-                and not (path.name == "errors.py" and node.value == errors.NOTE_PREFIX)
+                and not (path == PACKAGE / "errors.py" and node.value == errors.NOTE_PREFIX)
             ):
-                found.append(f"{path.name}:{node.lineno}: {node.value[:60]!r}")
+                found.append(f"{path.relative_to(PACKAGE)}:{node.lineno}: {node.value[:60]!r}")
     assert not found, "notes that spell out their own prefix (use errors.NOTE_PREFIX):\n" + (
         "\n".join(found)
     )

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pytest_torchcompile.randomness import draws_random
+from pytest_torchcompile.running.randomness import draws_random
 
 
 def _graphs(fn: Callable[..., Any], *args: Any) -> list[torch.fx.GraphModule]:

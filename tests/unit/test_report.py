@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from pytest_torchcompile import __version__, costs, records, report
-from pytest_torchcompile.budgets import Budget, BudgetVerdict, Collected, Scope, check
-from pytest_torchcompile.records import CompileCounts, LeafError
-from pytest_torchcompile.report import (
+from pytest_torchcompile import __version__
+from pytest_torchcompile.counting import costs, records, report
+from pytest_torchcompile.counting.budgets import Budget, BudgetVerdict, Collected, Scope, check
+from pytest_torchcompile.counting.records import CompileCounts, LeafError
+from pytest_torchcompile.counting.report import (
     json_report,
     junit_properties,
     runtime_versions,

@@ -7,7 +7,7 @@ import contextlib
 import pytest
 import torch
 
-from pytest_torchcompile.rounding import RoundingNoise
+from pytest_torchcompile.running.rounding import RoundingNoise
 
 
 def _under_noise(seed: int, fn, *args):  # type: ignore[no-untyped-def]
@@ -160,8 +160,8 @@ def test_a_kink_one_sample_leaves_alone_its_mirror_crosses() -> None:
     lands on the other side, which one noise sample or its mirror does too (the two rounded
     products move apart one way in one, the other way in the other): rounding, excused; a
     compiler that moves the gradient further is not."""
-    from pytest_torchcompile.parity import CompareOptions, compare
-    from pytest_torchcompile.sides import SideResult
+    from pytest_torchcompile.judging.parity import CompareOptions, compare
+    from pytest_torchcompile.running.sides import SideResult
 
     a = torch.full((64,), 0.3, dtype=torch.bfloat16)
     weight = torch.full((64,), 1.7, dtype=torch.bfloat16)

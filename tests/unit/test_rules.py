@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import torch
 
-from pytest_torchcompile import rules
-from pytest_torchcompile.closeness import scan_leaf
+from pytest_torchcompile.judging import rules
+from pytest_torchcompile.judging.closeness import scan_leaf
 
 F32 = (1.3e-6, 1e-5)  # assert_close's float32 (rtol, atol)
 

@@ -10,9 +10,10 @@ import pytest
 import torch
 from torch import nn
 
-from pytest_torchcompile import compiled, parity, snapshot
 from pytest_torchcompile.errors import ParityError
+from pytest_torchcompile.judging import parity
 from pytest_torchcompile.runner import Checker, isolated
+from pytest_torchcompile.running import compiled, snapshot
 from pytest_torchcompile.settings import Settings
 
 

@@ -10,10 +10,12 @@ import torch
 from torch.testing._internal.two_tensor import TwoTensor
 from torch.utils import _pytree
 
-from pytest_torchcompile import parity
-from pytest_torchcompile.parity import CompareOptions
-from pytest_torchcompile.sides import SideResult, differentiable_outputs
-from pytest_torchcompile.trees import by_identity, children
+from pytest_torchcompile.errors import UncopyableInputError
+from pytest_torchcompile.judging import parity
+from pytest_torchcompile.judging.parity import CompareOptions
+from pytest_torchcompile.running.sides import SideResult, differentiable_outputs
+from pytest_torchcompile.running.snapshot import clone_tree
+from pytest_torchcompile.running.trees import by_identity, children, containers, leaves, tensors
 
 
 class Registered:
@@ -177,3 +179,25 @@ class Refusing:
 def test_a_value_that_raises_when_read_is_not_judged_and_says_why() -> None:
     (leaf,) = _compare(Refusing(), Refusing()).leaves
     assert not leaf.judged and leaf.note.startswith("output: cannot compare a Refusing")
+
+
+def test_a_calls_inputs_are_walked_through_tuples_lists_and_dicts_only() -> None:
+    x, y, module = torch.ones(1), torch.zeros(2), torch.nn.Linear(1, 1)
+    tree = ((x, [module, {"y": y, "n": 3}]), {})
+    assert [type(leaf) for leaf in leaves(tree)] == [
+        torch.Tensor,
+        torch.nn.Linear,
+        torch.Tensor,
+        int,
+    ]
+    assert [t is u for t, u in zip(tensors(tree), (x, y), strict=True)] == [True, True]
+    assert containers({"y": y}) == [("['y']", y)]
+    assert containers(x) is None
+
+
+def test_an_uncopyable_part_is_named_by_its_path_in_the_inputs() -> None:
+    generator = (i for i in range(3))
+    with pytest.raises(
+        UncopyableInputError, match=r"cannot copy input 1\[1\]\['g'\] \(generator\)"
+    ):
+        clone_tree(((torch.ones(1), [torch.ones(1), {"g": generator}]), {}))

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_torchcompile import repro, triage
-from pytest_torchcompile.recorder import Recorder
-from pytest_torchcompile.triage import stage_backends, stage_line
+from pytest_torchcompile.after_failure import repro, triage
+from pytest_torchcompile.after_failure.triage import stage_backends, stage_line
+from pytest_torchcompile.running.recorder import Recorder
 
 
 def test_the_stages_end_with_the_configured_backend():
@@ -98,7 +98,7 @@ class _Holder:
 def test_what_pickle_refuses_is_saved_as_stand_ins_and_resolved_back(tmp_path):
     import io
 
-    from pytest_torchcompile.standins import Placeholder, resolve
+    from pytest_torchcompile.running.standins import Placeholder, resolve
 
     holder = _Holder()
     saver = repro.InputSaver({__name__})

@@ -14,9 +14,9 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import pystate, trees
 from pytest_torchcompile.errors import CompileParityFailure
-from pytest_torchcompile.snapshot import named_inputs, rebuild_tuple, state_after
+from pytest_torchcompile.running import pystate, trees
+from pytest_torchcompile.running.snapshot import named_inputs, rebuild_tuple, state_after
 
 COTANGENT_SEED = 20240613  # fixed, so eager and compiled backward get the same cotangents
 

@@ -26,11 +26,19 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import __version__, randomness
-from pytest_torchcompile.recorder import Call
-from pytest_torchcompile.replay import replay
+from pytest_torchcompile._version import __version__
+from pytest_torchcompile.after_failure.replay import replay
+from pytest_torchcompile.running import randomness
+from pytest_torchcompile.running.recorder import Call
+from pytest_torchcompile.running.standins import (
+    ByImport,
+    FillIn,
+    FromSource,
+    Placeholder,
+    Reduced,
+    resolve,
+)
 from pytest_torchcompile.settings import MARKER_KEYS, Settings, apply
-from pytest_torchcompile.standins import ByImport, FillIn, FromSource, Placeholder, Reduced, resolve
 from pytest_torchcompile.tensor_text import describe
 
 _REPRO_SETTINGS: tuple[str, ...] = ("backend", "mode", "dynamic", "fullgraph", "rtol", "atol")
@@ -209,7 +217,7 @@ import sys
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE / "source"))  # copies of the test's own modules, if it needed any
 
-{imports}from pytest_torchcompile.repro import run_repro  # noqa: E402
+{imports}from pytest_torchcompile.after_failure.repro import run_repro  # noqa: E402
 
 SETTINGS = {settings}
 

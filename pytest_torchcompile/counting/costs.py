@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from pytest_torchcompile.records import CostRecord
+from pytest_torchcompile.counting.records import CostRecord
 
 PARTS = ("compile", "compiled side", "eager side", "comparing", "re-runs", "triage")
 """The parts of a test's checking time, in the order the report lists them. "compiled side" is

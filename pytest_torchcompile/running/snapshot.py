@@ -17,8 +17,10 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import _compat, pystate
+from pytest_torchcompile import _compat
 from pytest_torchcompile.errors import UncopyableInputError
+from pytest_torchcompile.running import pystate, trees
+from pytest_torchcompile.running.trees import leaves
 
 _UPCAST = {
     torch.float16: torch.float64,
@@ -30,18 +32,6 @@ _UPCAST = {
 
 
 # --- copies -----------------------------------------------------------------------------------
-
-
-def leaves(tree: Any) -> Iterator[Any]:
-    """Tensors and modules directly inside tuples, lists and dicts (where inputs usually sit)."""
-    if isinstance(tree, (tuple, list)):
-        for item in tree:
-            yield from leaves(item)
-    elif isinstance(tree, dict):
-        for item in tree.values():
-            yield from leaves(item)
-    else:
-        yield tree
 
 
 def clone_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
@@ -143,24 +133,22 @@ def _uncopyable_parts(value: Any, name: str) -> Iterator[tuple[str, Any]]:
                     where = f"attribute {attr!r} of module {path or type(value).__name__!r}"
                     yield from _uncopyable_parts(item, where)
         return
-    children = _children_of(value)
-    if children is None:
+    parts = _parts_of(value, name)
+    if parts is None:
         yield name, value
         return
-    for label, child in children:
+    for label, child in parts:
         yield from _uncopyable_parts(child, label)
 
 
-def _children_of(value: Any) -> list[tuple[str, Any]] | None:
+def _parts_of(value: Any, name: str) -> list[tuple[str, Any]] | None:
+    """The named parts of a call's inputs, or of a container inside them; None for a leaf."""
     if isinstance(value, tuple) and len(value) in (2, 3) and isinstance(value[-1], dict):
         *module, args, kwargs = value  # the (module, args, kwargs) or (args, kwargs) of a call
         parts = [("the module", m) for m in module if m is not None]
         return parts + named_inputs(args, kwargs)
-    if isinstance(value, (tuple, list)):
-        return [(f"item {i}", item) for i, item in enumerate(value)]
-    if isinstance(value, dict):
-        return [(f"key {key!r}", item) for key, item in value.items()]
-    return None
+    items = trees.containers(value)
+    return None if items is None else [(f"{name}{suffix}", item) for suffix, item in items]
 
 
 class Unfaithful(Exception):

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from pytest_torchcompile import _compat
-from pytest_torchcompile.snapshot import leaves
+from pytest_torchcompile.running.trees import leaves
 
 DimMarks = tuple[bool, tuple[int, ...] | None]  # (unbacked, the dimensions or None for all)
 

@@ -25,8 +25,8 @@ from typing import Literal, Protocol
 
 from torch import Tensor
 
-from pytest_torchcompile import rules
-from pytest_torchcompile.closeness import Scan, distance, is_inexact, num, scan_leaf
+from pytest_torchcompile.judging import rules
+from pytest_torchcompile.judging.closeness import Scan, distance, is_inexact, num, scan_leaf
 
 AUDIT_ENVIRONMENT = "PYTEST_TORCHCOMPILE_FAIL_EXCUSED"
 """Set to 1, every excused leaf fails with its excuse: an audit of what the rules let pass."""

@@ -14,8 +14,9 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile.sides import RngState
-from pytest_torchcompile.snapshot import clone_tree, leaves
+from pytest_torchcompile.running.sides import RngState
+from pytest_torchcompile.running.snapshot import clone_tree
+from pytest_torchcompile.running.trees import leaves
 
 
 @dataclass

@@ -29,8 +29,7 @@ from typing import Literal, TypeVar
 import torch
 
 from pytest_torchcompile import _compat
-from pytest_torchcompile.errors import EnvironmentFault
-from pytest_torchcompile.messages import first_line
+from pytest_torchcompile.errors import EnvironmentFault, first_line
 
 Kind = Literal["cache", "toolchain", "resources", "runtime"]
 T = TypeVar("T")

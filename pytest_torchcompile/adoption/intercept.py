@@ -26,23 +26,23 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile.callsites import CallSites, Constructions, qualified_name
+from pytest_torchcompile.adoption.callsites import CallSites, Constructions, qualified_name
+from pytest_torchcompile.counting.records import ModuleCallRecord
 from pytest_torchcompile.errors import CompileParityFailure, ParityError, RecompileLimitExceeded
-from pytest_torchcompile.judges import Verdict
-from pytest_torchcompile.pystate import SharedContainers
-from pytest_torchcompile.recorder import Recorder
-from pytest_torchcompile.records import ModuleCallRecord
+from pytest_torchcompile.judging.judges import Verdict
 from pytest_torchcompile.runner import Checker, isolated
-from pytest_torchcompile.selection import (
+from pytest_torchcompile.running.pystate import SharedContainers
+from pytest_torchcompile.running.recorder import Recorder
+from pytest_torchcompile.running.selection import (
     Selection,
     Skip,
     call_signature,
     module_structure,
     refusal,
 )
+from pytest_torchcompile.running.sides import RngState
+from pytest_torchcompile.running.snapshot import clone_tree, sync_module
 from pytest_torchcompile.settings import Settings
-from pytest_torchcompile.sides import RngState
-from pytest_torchcompile.snapshot import clone_tree, sync_module
 
 _REASON_LIMIT = 200  # characters of an exception kept in a skip reason
 

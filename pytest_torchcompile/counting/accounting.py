@@ -36,17 +36,17 @@ from typing import Any
 import torch
 
 from pytest_torchcompile import _compat, _paths
-from pytest_torchcompile.errors import (
-    EagerFallbackError,
-    GraphBreakBudgetExceeded,
-    RecompileLimitExceeded,
-)
-from pytest_torchcompile.records import (
+from pytest_torchcompile.counting.records import (
     BreakRecord,
     CompileCounts,
     FallbackRecord,
     GraphRecord,
     RecompileRecord,
+)
+from pytest_torchcompile.errors import (
+    EagerFallbackError,
+    GraphBreakBudgetExceeded,
+    RecompileLimitExceeded,
 )
 
 _RESUME = re.compile(r"^torch_dynamo_resume_in_(?P<name>.+)_at_\d+$")

@@ -1,4 +1,8 @@
-"""The parts of a call's output that can be compared: one walk for every room that looks inside.
+"""The walks into a call's values: one home for every room that looks inside.
+
+A call's inputs are walked through tuples, lists and dicts (`containers`, `leaves`, `tensors`):
+that is where inputs sit, and what copies and re-runs must reach. Its outputs are walked further
+(`children`), to every part that can be compared.
 
 Containers (dataclasses, named tuples and structseqs, tuples, lists, dicts) are walked as ever;
 beyond them, what a library returns is looked into the ways it offers: a type registered with
@@ -15,6 +19,7 @@ import copy
 import dataclasses
 import enum
 import types
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -23,6 +28,30 @@ from torch import Tensor
 from pytest_torchcompile import _compat
 
 Children = list[tuple[str, Any]]
+
+
+def containers(value: Any) -> Children | None:
+    """The items of a tuple, list or dict, each with its suffix (`[0]`, `['k']`); None otherwise."""
+    if isinstance(value, (tuple, list)):
+        return [(f"[{i}]", item) for i, item in enumerate(value)]
+    if isinstance(value, dict):
+        return [(f"[{k!r}]", item) for k, item in value.items()]
+    return None
+
+
+def leaves(tree: Any) -> Iterator[Any]:
+    """What sits inside tuples, lists and dicts, in order (a call's tensors and modules)."""
+    items = containers(tree)
+    if items is None:
+        yield tree
+        return
+    for _, item in items:
+        yield from leaves(item)
+
+
+def tensors(tree: Any) -> list[Tensor]:
+    """The tensors among `leaves(tree)`."""
+    return [leaf for leaf in leaves(tree) if isinstance(leaf, Tensor)]
 
 
 def children(value: Any, *, inner_tensors: bool = False) -> Children | None:
@@ -47,10 +76,8 @@ def children(value: Any, *, inner_tensors: bool = False) -> Children | None:
         if len(names) == len(items):
             return [(f".{n}", v) for n, v in zip(names, items, strict=True)]
         return [(f"[{i}]", v) for i, v in enumerate(items)]
-    if isinstance(value, list):
-        return [(f"[{i}]", v) for i, v in enumerate(value)]
-    if isinstance(value, dict):
-        return [(f"[{k!r}]", v) for k, v in value.items()]
+    if isinstance(value, (list, dict)):
+        return containers(value)
     registered = _compat.pytree_children(value)
     if registered is not None:
         return registered
@@ -122,4 +149,4 @@ def _dense_view(value: Any) -> bool:
     return not isinstance(value, Tensor | type) and callable(getattr(value, "to_dense", None))
 
 
-__all__ = ["Children", "by_identity", "children", "held"]
+__all__ = ["Children", "by_identity", "children", "containers", "held", "leaves", "tensors"]

@@ -23,9 +23,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_torchcompile import _compat
-from pytest_torchcompile.recorder import Call, Recorder
-from pytest_torchcompile.replay import replay
-from pytest_torchcompile.repro import run_repro, write_repro
+from pytest_torchcompile.after_failure.replay import replay
+from pytest_torchcompile.after_failure.repro import run_repro, write_repro
+from pytest_torchcompile.running.recorder import Call, Recorder
 from pytest_torchcompile.settings import Settings
 
 # The stages before the configured backend, each adding one layer of the stack.

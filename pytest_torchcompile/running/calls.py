@@ -17,12 +17,12 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import _compat, faults, pystate, randomness
-from pytest_torchcompile.compiled import CompiledSide
-from pytest_torchcompile.costs import FAULT_RETRY, Costs
-from pytest_torchcompile.rounding import RoundingNoise
-from pytest_torchcompile.settings import CACHELESS_BACKENDS, Settings
-from pytest_torchcompile.sides import (
+from pytest_torchcompile import _compat
+from pytest_torchcompile.counting.costs import FAULT_RETRY, Costs
+from pytest_torchcompile.running import faults, pystate, randomness
+from pytest_torchcompile.running.compiled import CompiledSide
+from pytest_torchcompile.running.rounding import RoundingNoise
+from pytest_torchcompile.running.sides import (
     COTANGENT_SEED,
     RngState,
     Side,
@@ -33,7 +33,7 @@ from pytest_torchcompile.sides import (
     state_left,
     with_containers,
 )
-from pytest_torchcompile.snapshot import (
+from pytest_torchcompile.running.snapshot import (
     Copies,
     StateBefore,
     Unfaithful,
@@ -42,6 +42,7 @@ from pytest_torchcompile.snapshot import (
     state_after,
     upcast_tree,
 )
+from pytest_torchcompile.settings import CACHELESS_BACKENDS, Settings
 
 FALLBACK_RANDOM_NOTE = (
     f"random draws compared with {randomness.FALLBACK_RANDOM} on the graphs that draw them; "

@@ -27,11 +27,13 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import _compat, randomness
-from pytest_torchcompile.accounting import Accountant
-from pytest_torchcompile.records import GraphRecord, RecompileRecord
+from pytest_torchcompile import _compat
+from pytest_torchcompile.counting.accounting import Accountant
+from pytest_torchcompile.counting.records import GraphRecord, RecompileRecord
+from pytest_torchcompile.running import randomness
+from pytest_torchcompile.running.snapshot import named_inputs
+from pytest_torchcompile.running.trees import tensors
 from pytest_torchcompile.settings import EXPORT_PATHS, Settings
-from pytest_torchcompile.snapshot import leaves, named_inputs
 
 EXPORT = EXPORT_PATHS["export"]
 PACKAGING = EXPORT_PATHS["aot_inductor"]
@@ -198,7 +200,7 @@ class LoadedPackage:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         out = self._loaded(*args, **kwargs)
-        inputs = [leaf for leaf in leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+        inputs = tensors((args, kwargs))
         for tensor in [*inputs, *self._buffers]:
             torch.autograd.graph.increment_version(tensor)
         return out
@@ -280,10 +282,10 @@ def _label(target: Callable[..., Any]) -> str:
 
 def _device_index(target: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     """The CUDA device the package is loaded onto: that of the first CUDA tensor of the call."""
-    tensors = [leaf for leaf in leaves((args, kwargs)) if isinstance(leaf, torch.Tensor)]
+    candidates = tensors((args, kwargs))
     if isinstance(target, torch.nn.Module):
-        tensors += list(target.parameters()) + list(target.buffers())
-    for tensor in tensors:
+        candidates += list(target.parameters()) + list(target.buffers())
+    for tensor in candidates:
         if tensor.device.type == "cuda":
             index = tensor.device.index
             return index if index is not None else torch.cuda.current_device()

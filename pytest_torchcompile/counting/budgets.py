@@ -37,18 +37,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pytest_torchcompile.errors import (
-    CompileParityFailure,
-    EagerFallbackError,
-    GraphBreakBudgetExceeded,
-    RecompileLimitExceeded,
-)
-from pytest_torchcompile.records import (
+from pytest_torchcompile.counting.records import (
     CompileCounts,
     ParityRecord,
     break_line,
     fallback_line,
     recompile_line,
+)
+from pytest_torchcompile.errors import (
+    CompileParityFailure,
+    EagerFallbackError,
+    GraphBreakBudgetExceeded,
+    RecompileLimitExceeded,
 )
 
 FORMAT = 1

@@ -22,8 +22,10 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from pytest_torchcompile import _compat, judges, rules, trees
-from pytest_torchcompile.closeness import (
+from pytest_torchcompile import _compat
+from pytest_torchcompile.errors import ParityError, UncopyableInputError
+from pytest_torchcompile.judging import judges, rules
+from pytest_torchcompile.judging.closeness import (
     Settled,
     dense,
     distance,
@@ -37,10 +39,10 @@ from pytest_torchcompile.closeness import (
     same_nonfinite,
     value_lines,
 )
-from pytest_torchcompile.errors import ParityError, UncopyableInputError
-from pytest_torchcompile.judges import Noise, Reproduction, Verdict
-from pytest_torchcompile.sides import SideResult
-from pytest_torchcompile.snapshot import Unfaithful
+from pytest_torchcompile.judging.judges import Noise, Reproduction, Verdict
+from pytest_torchcompile.running import trees
+from pytest_torchcompile.running.sides import SideResult
+from pytest_torchcompile.running.snapshot import Unfaithful
 
 # torch.testing.assert_close's default (rtol, atol) per dtype, copied from
 # torch/testing/_comparison.py (torch 2.11 to 2.13) because its accessor is private.

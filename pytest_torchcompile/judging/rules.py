@@ -54,7 +54,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from pytest_torchcompile.closeness import (
+from pytest_torchcompile.judging.closeness import (
     NOISE_ULPS,
     Scan,
     at_index,

@@ -18,9 +18,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-from pytest_torchcompile.budgets import Budget, BudgetVerdict, Collected, Scope, check, joined
-from pytest_torchcompile.records import CompileCounts, CoverageRecord, ParityRecord
-from pytest_torchcompile.report import OPTIONAL_KEYS, REPORT_FORMAT
+from pytest_torchcompile.counting.budgets import (
+    Budget,
+    BudgetVerdict,
+    Collected,
+    Scope,
+    check,
+    joined,
+)
+from pytest_torchcompile.counting.records import CompileCounts, CoverageRecord, ParityRecord
+from pytest_torchcompile.counting.report import OPTIONAL_KEYS, REPORT_FORMAT
 
 # Keys of a test entry that are its record's, as they are: always, and when present.
 _REQUIRED = ("device", "backend", "mode", "dynamic", "verdict", "calls", "wall_time_s")

@@ -18,16 +18,11 @@ from pytest_torchcompile.errors import (
     ExportFailure,
     GraphBreakBudgetExceeded,
     RecompileLimitExceeded,
+    first_line,
 )
+from pytest_torchcompile.running.snapshot import named_inputs
 from pytest_torchcompile.settings import SettingError, Settings
-from pytest_torchcompile.snapshot import named_inputs
 from pytest_torchcompile.tensor_text import describe
-
-
-def first_line(exc: BaseException) -> str:
-    """`Type: the first line of the message`, for one-line summaries of an exception."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}"
 
 
 def inputs_note(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> str:

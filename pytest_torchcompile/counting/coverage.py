@@ -18,7 +18,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_torchcompile.records import CoverageRecord
+from pytest_torchcompile.counting.records import CoverageRecord
 
 STATUSES = ("diverged", "checked", "checked partly", "inside checked", "skipped", "never reached")
 _MAX_LISTED = 20

@@ -17,26 +17,27 @@ from typing import Any, Protocol
 
 import torch
 
-from pytest_torchcompile import _compat, randomness
-from pytest_torchcompile.accounting import Accountant
-from pytest_torchcompile.costs import AS_USER, Costs
-from pytest_torchcompile.exported import Exported
-from pytest_torchcompile.marks import mark_inputs
+from pytest_torchcompile import _compat
+from pytest_torchcompile.counting.accounting import Accountant
+from pytest_torchcompile.counting.costs import AS_USER, Costs
+from pytest_torchcompile.running import randomness
+from pytest_torchcompile.running.exported import Exported
+from pytest_torchcompile.running.marks import mark_inputs
+from pytest_torchcompile.running.sides import Side, SideResult, nothing, run_side, state_left
+from pytest_torchcompile.running.snapshot import (
+    Copies,
+    Restructured,
+    Watch,
+    clone_tree,
+    sync_module,
+    tensor_pairs,
+)
+from pytest_torchcompile.running.trees import leaves
 from pytest_torchcompile.settings import (
     CONTROL_BACKEND,
     EXPORT_PATHS,
     Settings,
     load_backend_callable,
-)
-from pytest_torchcompile.sides import Side, SideResult, nothing, run_side, state_left
-from pytest_torchcompile.snapshot import (
-    Copies,
-    Restructured,
-    Watch,
-    clone_tree,
-    leaves,
-    sync_module,
-    tensor_pairs,
 )
 
 

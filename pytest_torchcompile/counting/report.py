@@ -2,7 +2,7 @@
 
 No pytest and no torch: under pytest-xdist these run on the controller, which runs no test and
 should not pay for importing torch. The JSON report validates against ``report.schema.json``,
-shipped in this package.
+shipped at the top of the package (``pytest_torchcompile/report.schema.json``).
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from pytest_torchcompile import __version__, costs, coverage
-from pytest_torchcompile.budgets import BudgetVerdict, Collected
-from pytest_torchcompile.records import (
+from pytest_torchcompile._version import __version__
+from pytest_torchcompile.counting import costs, coverage
+from pytest_torchcompile.counting.budgets import BudgetVerdict, Collected
+from pytest_torchcompile.counting.records import (
     CompileCounts,
     CoverageRecord,
     LeafError,
@@ -31,7 +32,7 @@ from pytest_torchcompile.records import (
 )
 
 REPORT_FORMAT = 1
-SCHEMA_FILE = "report.schema.json"  # next to this module; the JSON report validates against it
+SCHEMA_FILE = "report.schema.json"  # at the package's top; the JSON report validates against it
 
 _TRIAGE_KEYS = ("stage", "repro", "artifacts", "triage_time_s")  # set after a parity failure
 OPTIONAL_KEYS = (*_TRIAGE_KEYS, "rejected", "first_rejection", "excused", "not_judged", "costs")

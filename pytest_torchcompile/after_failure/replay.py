@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_torchcompile.errors import ParityError
-from pytest_torchcompile.recorder import Call
 from pytest_torchcompile.runner import Checker, isolated
+from pytest_torchcompile.running.recorder import Call
+from pytest_torchcompile.running.snapshot import clone_tree
 from pytest_torchcompile.settings import Settings
-from pytest_torchcompile.snapshot import clone_tree
 
 
 @dataclass

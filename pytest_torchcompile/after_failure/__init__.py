@@ -1,0 +1,1 @@
+"""After a failure: the stage bisect (triage), and the standalone repro and its replay."""
