@@ -450,14 +450,16 @@ def _relax_hypothesis_for_compiles(item: pytest.Item, *, intercepted: bool) -> N
     """@given parity tests share one fixture across examples on purpose, and compiles are slow.
 
     So the function-scoped-fixture health check and the deadline are off for them (and for
-    intercepted tests, whose examples now compile); everything else the test or profile set is
-    kept.
+    intercepted tests, whose examples now compile), and so is the explain phase: it re-runs the
+    shrunk failing example about a hundred times per argument, each a compile traced line by line
+    on Python 3.11, to name lines that are the checker's own. Everything else the test or profile
+    set is kept.
     """
     function = getattr(item, "obj", None)
     checks = intercepted or "compile_parity" in getattr(item, "fixturenames", ())
     if getattr(function, "is_hypothesis_test", False) is not True or not checks:
         return
-    from hypothesis import HealthCheck
+    from hypothesis import HealthCheck, Phase
     from hypothesis import settings as hypothesis_settings
 
     inner: Any = getattr(function, "__func__", function)
@@ -465,6 +467,7 @@ def _relax_hypothesis_for_compiles(item: pytest.Item, *, intercepted: bool) -> N
     inner._hypothesis_internal_use_settings = hypothesis_settings(
         parent,
         deadline=None,
+        phases=[phase for phase in parent.phases if phase is not Phase.explain],
         suppress_health_check=[
             *parent.suppress_health_check,
             HealthCheck.function_scoped_fixture,

@@ -130,6 +130,28 @@ def test_slow_compiles_meet_no_deadline_and_no_health_check(hypothesis_pytester)
     assert _record(hypothesis_pytester, nodeid)["calls"] == 5  # the test's own settings hold
 
 
+def test_a_failing_example_is_shrunk_but_not_explained(hypothesis_pytester):
+    # The explain phase re-runs the shrunk failure ~100 times per argument under a line tracer.
+    hypothesis_pytester.makepyfile(
+        """
+        import pytest, torch
+        from hypothesis import given, strategies as st
+
+        @pytest.mark.compile_parity
+        @given(n=st.integers(1, 4), m=st.integers(1, 4))
+        def test_wrong(compile_parity, n, m):
+            compile_parity(lambda t: t + 1, torch.ones(n, m))
+        """
+    )
+    result = hypothesis_pytester.runpytest(
+        "--compile-backend=planted:corrupt_output", "--hypothesis-show-statistics", CI
+    )
+    result.assert_outcomes(failed=1)
+    text = result.stdout.str()
+    assert "during shrink phase" in text
+    assert "explain phase" not in text and "any other generated value" not in text
+
+
 def test_inputs_reach_the_compiled_side_with_their_layout(hypothesis_pytester):
     hypothesis_pytester.makepyfile(
         """
