@@ -427,7 +427,7 @@ def _sides(low: int, high: int, on: frozenset[str] = _ALL_SIZES) -> st.SearchStr
             switched.append((weight, inside))
     small = tuple(s for s in range(2, 10) if low <= s <= high)
     plain = [(9, small)] if small else []
-    one = [(1, (1,))] if low <= 1 <= high and "one" not in on else []
+    one = [(1, (1,))] if low <= 1 <= high else []  # the shrink target, whatever is on
     if not (switched or plain or one):
         return _sides(low, high, _ALL_SIZES)
     simple = _weighted(*one, *plain)  # 1 first: sizes shrink to 1, not 0
