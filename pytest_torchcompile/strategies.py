@@ -448,10 +448,10 @@ def _sides(low: int, high: int, on: frozenset[str] = _ALL_SIZES) -> st.SearchStr
 def _shapes(
     draw: st.DrawFn, min_dims: int, max_dims: int, min_side: int, max_side: int, max_numel: int
 ) -> Shape:
-    on = draw(_swarm(_SIZE_COINS))
-    # A size class needs a side to show in: with one on, no scalars.
-    lowest = max(min_dims, 1) if on and max_dims else min_dims
-    ndim = draw(st.sampled_from(range(lowest, max_dims + 1)))  # flatter than integers()
+    # The rank first, so the shrinker lowers it before it switches size classes off: a shape
+    # that needs many elements shrinks to one large side, not to many small ones.
+    ndim = draw(st.sampled_from(range(min_dims, max_dims + 1)))  # flatter than integers()
+    on = draw(_swarm(_SIZE_COINS)) if ndim else frozenset()  # a size class needs a side
     if max_side == 0:
         return (0,) * ndim
     floor = max(min_side, 1)
