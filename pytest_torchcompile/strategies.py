@@ -513,8 +513,12 @@ def shapes(
 
     Example::
 
-        @given(x=tcst.tensors(shapes=tcst.shapes(min_dims=2, max_dims=3, min_side=1)))
-        def test_matmul_t(compile_parity, x):
+        @given(
+            x=tcst.tensors(
+                dtypes=tcst.float_dtypes(), shapes=tcst.shapes(min_dims=2, max_dims=3, min_side=1)
+            )
+        )
+        def test_matmul_t(compile_parity, x):  # matmul has no bool kernel
             compile_parity(lambda t: t @ t.mT, x)
     """
     _check_shape_args(min_dims, max_dims, min_side, max_side, max_numel)
