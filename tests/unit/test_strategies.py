@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
+import json
 import math
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -558,26 +560,44 @@ def test_positive_and_zeros_are_drawn_and_switched_off_by_their_keywords(sign: s
     assert bool((made > 0).all()) if sign == "positive" else 16 < int((made == 0).sum()) < 48
 
 
+_LITERAL_PROBE = """
+import json, sys
+import torch
+import ranker  # the code under test: a local module other than a test file
+import draws
+from pytest_torchcompile import strategies as tcst
+
+groups = draws.examples(tcst, tcst.tensor_groups(2, dtypes=torch.bfloat16, broadcast=False), 0, 300)
+margin = torch.tensor(0.73, dtype=torch.bfloat16)
+hits = [
+    bool(((a - b) == margin).any())
+    for (a, spec), (b, _) in groups
+    if 0.73 in spec.values.literals
+]
+print(json.dumps(hits))
+"""
+
+
 def test_a_literal_of_the_code_under_test_reaches_the_ties_lattice(tmp_path: Path) -> None:
     """Hypothesis collects the literals of local modules other than test files and returns one
     now and then where a strategy draws a float: a margin of 0.73 (no lattice step) in the code
-    under test becomes a difference between the tensors of a group."""
+    under test becomes a difference between the tensors of a group.
+
+    In a fresh interpreter: in this one the pool also holds the literals of every test module
+    collected, so which examples hold 0.73 would depend on the tests run."""
     (tmp_path / "ranker.py").write_text("MARGIN = 0.73\n")
-    sys.path.insert(0, str(tmp_path))
-    try:
-        __import__("ranker")
-        groups = draws.examples(
-            tcst, tcst.tensor_groups(2, dtypes=torch.bfloat16, broadcast=False), 0, 300
-        )
-        margin = torch.tensor(0.73, dtype=torch.bfloat16)
-        hits = [
-            bool(((a - b) == margin).any())
-            for (a, spec), (b, _) in groups
-            if 0.73 in spec.values.literals
-        ]
-    finally:
-        sys.path.remove(str(tmp_path))
-        sys.modules.pop("ranker", None)
+    (tmp_path / "probe.py").write_text(_LITERAL_PROBE)
+    path = os.pathsep.join([str(tmp_path), str(Path(draws.__file__).parent), *sys.path])
+    done = subprocess.run(
+        [sys.executable, str(tmp_path / "probe.py")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    assert done.returncode == 0, done.stderr
+    hits = json.loads(done.stdout.splitlines()[-1])
     assert len(hits) >= 5 and any(hits), hits
 
 
