@@ -395,10 +395,12 @@ def _default_dtypes(on: frozenset[str], device: str | None) -> st.SearchStrategy
 
 # Size classes of shapes(): many sides of 1 (a size Dynamo specializes on) and sides one past a
 # multiple of 16 (a vector loop's tail of one) in one shape of two, large sides (around vector
-# widths and block sizes, or any size: 16 elements and more, which vectorized loops need) in two
-# of three, an empty shape in one of four (an empty tensor checks little else).
+# widths and block sizes, or any size: 16 elements and more, which vectorized loops need) in
+# three of four (at two in three, an int8 tensor of 16 or more all-positive elements, where an
+# Inductor amin bug sits, was in the 100 examples of 5 of seeds 0-9; now 8), an empty shape in
+# one of four (an empty tensor checks little else).
 _SIZE_CLASSES = ("one", "large", "odd", "empty")
-_SIZE_COINS: Coins = (("one", 1, 2), ("large", 2, 3), ("odd", 1, 2), ("empty", 1, 4))
+_SIZE_COINS: Coins = (("one", 1, 2), ("large", 3, 4), ("odd", 1, 2), ("empty", 1, 4))
 _ALL_SIZES = frozenset(_SIZE_CLASSES)
 _ODD_SIDES = tuple(16 * k + 1 for k in range(1, 65))  # 17, 33, ... 1025
 
