@@ -3,10 +3,17 @@
 Generated tensors are deliberately unlike the contiguous float32 tensors with offset 0 that tests
 usually build: shapes favour the sizes compilers specialize on (0 and 1) and sizes around vector
 widths and block sizes, layouts cover transposes, slices with gaps, storage offsets, zero strides and
-channels_last, and values sometimes hold NaN, infinities, -0.0, subnormals or extremes, or come from
-an edge class (`edges`): ties on a lattice of common constants, a large offset, magnitudes whose
-squares overflow, rows that sum to a whole number. Everything shrinks toward float32, contiguous,
-offset 0, small and low rank, so a failure ends on the simplest input that still diverges.
+channels_last, dtypes include integers and bool, and values are all positive, many zeros, hold NaN,
+infinities, -0.0, subnormals or extremes, or come from an edge class (`edges`): ties on a lattice
+of common constants and the program's own literals, a large offset, magnitudes whose squares
+overflow, rows that sum to a whole number.
+
+The classes are drawn as a swarm (Groce et al., "Swarm Testing", ISSTA 2012): each example
+switches a random subset of them on and draws only from those, so classes meet (a transposed
+int8 tensor of positive values) and adding a class does not starve the others;
+benchmarks/draws.py measures how often each is drawn. Everything shrinks toward no class on:
+float32, contiguous, offset 0, small and low rank, so a failure ends on the simplest input that
+still diverges.
 
 Modelled on ``hypothesis.extra.numpy``: plural nouns, keyword-only ``min_``/``max_`` bounds, eager
 validation raising ``InvalidArgument`` that names ``arg=value``.
@@ -111,6 +118,45 @@ def _check(ok: object, message: str) -> None:
 def _weighted(*choices: tuple[int, T]) -> st.SearchStrategy[T]:
     """Draw `value` with probability proportional to `weight`; the first choice is the shrink target."""
     return st.sampled_from([value for weight, value in choices for _ in range(weight)])
+
+
+@functools.lru_cache(maxsize=4096)
+def _coin(on: int, out_of: int) -> st.SearchStrategy[bool]:
+    """True in `on` draws of `out_of`; shrinks to False."""
+    return _weighted((out_of - on, False), (on, True))
+
+
+Coins: TypeAlias = tuple[tuple[str, int, int], ...]
+"""Swarm classes, each switched on in `on` examples `out_of`: (name, on, out_of)."""
+
+
+@functools.lru_cache(maxsize=4096)
+def _swarm(coins: Coins) -> st.SearchStrategy[frozenset[str]]:
+    """The classes switched on for one example: a swarm (Groce et al., "Swarm Testing", ISSTA
+    2012). Drawing every class in every example at a small rate lets each new class dilute the
+    others, and a feature that masks another (a NaN over a wrong value) is in nearly every
+    example; switching a random subset on per example and drawing only from it keeps every class
+    frequent and lets classes meet. Shrinks to no class on."""
+    names = tuple(name for name, _, _ in coins)
+    return st.tuples(*(_coin(on, out_of) for _, on, out_of in coins)).map(
+        lambda bits: frozenset(name for name, on in zip(names, bits, strict=True) if on)
+    )
+
+
+def _simplest_last(
+    classes: Sequence[tuple[int, T]], simplest: tuple[int, T] | None
+) -> st.SearchStrategy[T]:
+    """The classes a swarm switched on, weighted, and then the `simplest` choice; the simplest
+    alone where none is on.
+
+    Hypothesis replays mutated and misaligned choice sequences with each choice out of range
+    replaced by the first one, which makes the first choice of a list several times as common
+    as its weight says: kept first, the simplest would crowd out the classes switched on. Where
+    none is on, it comes first, so shrinking (which switches classes off first) still ends on it.
+    """
+    if not classes and simplest is not None:
+        return st.just(simplest[1])
+    return _weighted(*classes, *([simplest] if simplest is not None else []))
 
 
 def _strategy(value: T | st.SearchStrategy[T]) -> st.SearchStrategy[T]:
@@ -308,23 +354,94 @@ def dtypes(
     return _pick(chosen, device, "chosen")
 
 
-# --- shapes ---------------------------------------------------------------------------------
+# The default mix of tensors(): float32, and each of these classes in the examples that switch it
+# on (one in two each), drawn as often as float32 there. Byte-sized integers, where wrap-around
+# and the widest vector lanes are, are a class of their own. A class listed later shrinks first:
+# float64, then float16, bfloat16, int8 and uint8, the other integers, bool.
+_DTYPE_CLASSES: dict[str, tuple[tuple[int, torch.dtype], ...]] = {
+    "bool": ((8, torch.bool),),
+    "integers": ((4, torch.int64), (2, torch.int32), (2, torch.int16)),
+    "bytes": ((4, torch.int8), (4, torch.uint8)),
+    "bfloat16": ((8, torch.bfloat16),),
+    "float16": ((8, torch.float16),),
+    "float64": ((8, torch.float64),),
+}
+_INEXACT_CLASSES = ("bfloat16", "float16", "float64")  # those that take gradients
+# The order in the draw: the first class on is drawn more often than its weight says (see
+# `_simplest_last`), so the bytes (int8/uint8 wrap-around and widest lanes) and bfloat16 go first.
+_DTYPE_ORDER = ("bytes", "bfloat16", "float16", "float64", "integers", "bool")
+# The integers (int64/32/16) are on in one example of three, every other class in one of two:
+# about a third of the default tensors are integers or bools.
+_DTYPE_ODDS = {name: (1, 3) if name == "integers" else (1, 2) for name in _DTYPE_CLASSES}
 
 
 @functools.lru_cache(maxsize=4096)
-def _sides(low: int, high: int) -> st.SearchStrategy[int]:
-    """One dimension's size: often 1, small or around a power of two, rarely 0 (if `low` is 0).
+def _default_dtypes(on: frozenset[str], device: str | None) -> st.SearchStrategy[torch.dtype]:
+    """The dtype classes switched on that `device` supports, and float32 (the shrink target: last,
+    see `_simplest_last`)."""
+    allowed = supported_dtypes(device)
+    choices = [
+        (weight, dtype)
+        for name in _DTYPE_ORDER
+        if name in on
+        for weight, dtype in _DTYPE_CLASSES[name]
+        if dtype in allowed
+    ]
+    return _simplest_last(choices, (4, torch.float32))
 
-    1 comes first so sizes shrink to 1, not 0: an empty tensor shows no wrong values.
+
+# --- shapes ---------------------------------------------------------------------------------
+
+
+# Size classes of shapes(): many sides of 1 (a size Dynamo specializes on) and sides one past a
+# multiple of 16 (a vector loop's tail of one) in one shape of two, large sides (around vector
+# widths and block sizes, or any size: 16 elements and more, which vectorized loops need) in
+# three of four (at two in three, an int8 tensor of 16 or more all-positive elements, where an
+# Inductor amin bug sits, was in the 100 examples of 5 of seeds 0-9; now 8), an empty shape in
+# one of four (an empty tensor checks little else).
+_SIZE_CLASSES = ("one", "large", "odd", "empty")
+_SIZE_COINS: Coins = (("one", 1, 2), ("large", 3, 4), ("odd", 1, 2), ("empty", 1, 4))
+_ALL_SIZES = frozenset(_SIZE_CLASSES)
+_ODD_SIDES = tuple(16 * k + 1 for k in range(1, 65))  # 17, 33, ... 1025
+
+
+@functools.lru_cache(maxsize=4096)
+def _sides(low: int, high: int, on: frozenset[str] = _ALL_SIZES) -> st.SearchStrategy[int]:
+    """One dimension's size: small (2 to 9) or 1 always, 1 more often with "one" on, around a
+    power of two or any size with "large", 16k + 1 with "odd", and 0 with "empty" (if `low` is
+    0). Where no size is in range, every class is on.
+
+    A coin picks between the classes on and the plain sizes (see `_simplest_last`) and shrinks to
+    the plain ones, where 1 comes first, so sizes shrink to 1, not 0: an empty tensor shows no
+    wrong values.
     """
-    buckets: list[tuple[int, tuple[int, ...] | None]] = []
-    for weight, sizes in ((4, (1,)), (1, (0,)), (9, tuple(range(2, 10))), (6, _EDGE_SIDES)):
-        inside = tuple(s for s in sizes if low <= s <= high)
-        if inside:
-            buckets.append((weight, inside))
-    if max(low, 2) <= high:
-        buckets.append((3, None))  # any other size in range
-    return _weighted(*buckets).flatmap(
+    classes: list[tuple[str, int, tuple[int, ...] | None]] = [
+        ("one", 4, (1,)),
+        ("empty", 1, (0,)),
+        ("large", 6, _EDGE_SIDES),
+        ("odd", 10, _ODD_SIDES),
+        ("large", 3, None),  # any other size in range
+    ]
+    switched: list[tuple[int, tuple[int, ...] | None]] = []
+    for name, weight, sizes in classes:
+        inside = None if sizes is None else tuple(s for s in sizes if low <= s <= high)
+        if name in on and (inside or (sizes is None and max(low, 2) <= high)):
+            switched.append((weight, inside))
+    small = tuple(s for s in range(2, 10) if low <= s <= high)
+    plain = [(9, small)] if small else []
+    one = [(1, (1,))] if low <= 1 <= high else []  # the shrink target, whatever is on
+    if not (switched or plain or one):
+        return _sides(low, high, _ALL_SIZES)
+    simple = _weighted(*one, *plain)  # 1 first: sizes shrink to 1, not 0
+    if switched and (one or plain):
+        total = sum(weight for weight, _ in switched)
+        extra = sum(weight for weight, _ in [*one, *plain])
+        buckets = _coin(2 * total, 2 * total + extra).flatmap(
+            lambda on: _weighted(*switched) if on else simple
+        )
+    else:
+        buckets = _weighted(*switched) if switched else simple
+    return buckets.flatmap(
         lambda sizes: st.integers(max(low, 2), high) if sizes is None else st.sampled_from(sizes)
     )
 
@@ -333,19 +450,21 @@ def _sides(low: int, high: int) -> st.SearchStrategy[int]:
 def _shapes(
     draw: st.DrawFn, min_dims: int, max_dims: int, min_side: int, max_side: int, max_numel: int
 ) -> Shape:
+    # The rank first, so the shrinker lowers it before it switches size classes off: a shape
+    # that needs many elements shrinks to one large side, not to many small ones.
     ndim = draw(st.sampled_from(range(min_dims, max_dims + 1)))  # flatter than integers()
+    on = draw(_swarm(_SIZE_COINS)) if ndim else frozenset()  # a size class needs a side
     if max_side == 0:
         return (0,) * ndim
     floor = max(min_side, 1)
     budget, sides = max_numel, []
     for remaining in reversed(range(ndim)):
         # Innermost dimensions are drawn first, so they get the room, as in real tensors.
-        side = draw(_sides(floor, min(max_side, budget // floor**remaining)))
+        side = draw(_sides(floor, min(max_side, budget // floor**remaining), on))
         sides.append(side)
         budget //= side
-    # Emptiness is decided once per shape, so it is as likely (1 in 6) at every rank: often
-    # enough that 100 examples all but surely hold one, as Hypothesis's examples are correlated.
-    if min_side == 0 and ndim and draw(_weighted((5, False), (1, True))):
+    # Emptiness is decided once per shape, so it is as likely at every rank.
+    if min_side == 0 and ndim and "empty" in on:
         sides[draw(st.integers(0, ndim - 1))] = 0
     return tuple(reversed(sides))
 
@@ -377,10 +496,12 @@ def shapes(
 ) -> st.SearchStrategy[Shape]:
     """Tensor shapes whose sizes are those compilers treat specially.
 
-    Sides are often 1 (a size Dynamo specializes on), often small (2 to 9), often around a vector
-    width or block size (15, 16, 17, 31, ... 1025), otherwise any size in range; about one shape in
-    six is empty (a side of 0) when `min_side` is 0. The product of the non-zero sides is at
-    most `max_numel`, so tests stay fast.
+    Sides are 1 (a size Dynamo specializes on) or small (2 to 9); each shape switches on a random
+    subset of four size classes: many sides of 1, large sides (around a vector width or block
+    size, 15, 16, 17, 31, ... 1025, or any size in range), sides one past a multiple of 16 (17,
+    33, ... 1025: a vector loop's tail of one) and, when `min_side` is 0, an empty shape (a side
+    of 0, about one shape in six); a shape with a class on has a dimension. The product of the
+    non-zero sides is at most `max_numel`, so tests stay fast.
 
     A shape has `min_dims` to `max_dims` dimensions, each of `min_side` to `max_side`.
 
@@ -394,8 +515,12 @@ def shapes(
 
     Example::
 
-        @given(x=tcst.tensors(shapes=tcst.shapes(min_dims=2, max_dims=3, min_side=1)))
-        def test_matmul_t(compile_parity, x):
+        @given(
+            x=tcst.tensors(
+                dtypes=tcst.float_dtypes(), shapes=tcst.shapes(min_dims=2, max_dims=3, min_side=1)
+            )
+        )
+        def test_matmul_t(compile_parity, x):  # matmul has no bool kernel
             compile_parity(lambda t: t @ t.mT, x)
     """
     _check_shape_args(min_dims, max_dims, min_side, max_side, max_numel)
@@ -414,7 +539,11 @@ def _shape_groups(
         return (base,) * n
     group = []
     for _ in range(n):
-        # As many draws whatever is dropped, so the shrinker sees equal shapes as simplest.
+        # One shape in three is broadcast (the rest keep their rank and sides, which a layout
+        # needs: a transposed operand has two sides other than 1); equal shapes are simplest.
+        if not draw(_coin(1, 3)):
+            group.append(base)
+            continue
         dropped = draw(st.integers(0, len(base)))
         ones = [draw(st.booleans()) for _ in base]
         group.append(tuple(1 if one else s for one, s in zip(ones, base, strict=True))[dropped:])
@@ -426,8 +555,8 @@ def shape_groups(
 ) -> st.SearchStrategy[tuple[Shape, ...]]:
     """Groups of `n` shapes drawn around one base shape from `shapes`.
 
-    With `broadcast`, each shape may drop leading dimensions and set others to 1, so the group is
-    mutually broadcastable to the base shape; without it, all shapes are equal. `shapes` is a
+    With `broadcast`, one shape in three drops leading dimensions and sets others to 1, so the
+    group is mutually broadcastable to the base shape; without it, all shapes are equal. `shapes` is a
     shape or a strategy of them (default :func:`shapes`). Shrinks to `n` copies of the base
     shape, which shrinks as `shapes` does.
 
@@ -511,7 +640,8 @@ def _size_probes(
     base = list(draw(_shapes(min_dims, max_dims, 1, max_side, max_numel // 2)))
     dim = draw(st.integers(0, len(base) - 1))
     others = math.prod(s for i, s in enumerate(base) if i != dim)
-    general = draw(_sides(2, min(max_side, max_numel // others)))
+    on = draw(_swarm(_SIZE_COINS))  # switched off while shrinking: the general size goes to 2
+    general = draw(_sides(2, min(max_side, max_numel // others), on))
     sequence = []
     for size in draw(st.permutations([general, 1, 0])):
         base[dim] = size
@@ -632,7 +762,12 @@ def _kind_layouts(
 ) -> st.SearchStrategy[Layout]:
     ndim = len(shape)
     if kind == "transposed":
-        return st.just(Layout(order=(*range(ndim - 2), ndim - 1, ndim - 2)))
+        # The last two dimensions other than 1: swapping a dimension of 1 moves nothing.
+        wide = [d for d in range(ndim) if shape[d] != 1]
+        first, second = wide[-2:] if len(wide) >= 2 else (ndim - 2, ndim - 1)
+        order = list(range(ndim))
+        order[first], order[second] = second, first
+        return st.just(Layout(order=tuple(order)))
     if kind == "permuted":
         identity = list(range(ndim))
         return (
@@ -671,6 +806,57 @@ def _layout_strategy(
     )
 
 
+# Layout classes of tensors() and the kinds they draw; each is switched on in one example of two,
+# transposed (where layouts and strides differ most) in two of three.
+_LAYOUT_CLASSES: dict[str, tuple[LayoutKind, ...]] = {
+    "transposed": ("transposed", "permuted"),
+    "channels_last": ("channels_last", "channels_last_3d"),
+    "sliced": ("sliced", "offset"),
+    "expanded": ("expanded",),
+}
+# A kind's weight against contiguous (1) where its class is on: a memory format applies to one
+# rank only, so it weighs most.
+_SWARM_WEIGHTS: dict[LayoutKind, int] = {
+    "transposed": 4,
+    "permuted": 4,
+    "sliced": 1,
+    "offset": 1,
+    "expanded": 2,
+    "channels_last": 16,
+    "channels_last_3d": 16,
+}
+
+
+def _layout_coins(kinds: tuple[LayoutKind, ...]) -> Coins:
+    classes = _LAYOUT_CLASSES.items()
+    odds = {"transposed": (2, 3)}
+    return tuple(
+        (name, *odds.get(name, (1, 2))) for name, members in classes if set(members) & set(kinds)
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _swarm_layouts(
+    shape: Shape, kinds: tuple[LayoutKind, ...], on: frozenset[str]
+) -> st.SearchStrategy[Layout]:
+    """A layout of `kinds` whose class is on (or contiguous, if a kind), drawn by weight; where no
+    class of `kinds` is on, contiguous if it is a kind, else any of `kinds` (as :func:`layouts`)."""
+    open_kinds = [
+        k
+        for name, members in _LAYOUT_CLASSES.items()
+        if name in on
+        for k in members
+        if k in kinds and _applies(k, shape)
+    ]
+    if not open_kinds and "contiguous" not in kinds:
+        return _layout_strategy(shape, kinds, 3, 8)
+    weighted = [(_SWARM_WEIGHTS[k], k) for k in LAYOUT_KINDS if k in open_kinds]
+    contiguous: tuple[int, LayoutKind] | None = (1, "contiguous") if "contiguous" in kinds else None
+    return _simplest_last(weighted, contiguous).flatmap(
+        lambda kind: _kind_layouts(kind, shape, 3, 8)
+    )
+
+
 def _kinds(kinds: LayoutKind | Collection[LayoutKind], name: str) -> tuple[LayoutKind, ...]:
     chosen = (kinds,) if isinstance(kinds, str) else tuple(kinds)
     _check(
@@ -691,7 +877,8 @@ def layouts(
     shape (``expanded`` twice and the channels_last kinds four times as likely as the others):
 
     - ``contiguous``: row-major, offset 0;
-    - ``transposed``: the last two dimensions swapped in memory (rank >= 2);
+    - ``transposed``: the last two dimensions other than 1 (or the last two) swapped in memory
+      (rank >= 2);
     - ``permuted``: any other non-row-major order of dimensions in memory (rank >= 3);
     - ``sliced``: a window with steps of up to `max_step`, leading and trailing gaps (rank >= 1);
     - ``offset``: contiguous but 1 to `max_offset` elements into its storage;
@@ -827,10 +1014,13 @@ class Values(_Compact):
     [-10000, 10000]), ``full`` (integers over the dtype's whole range), or for floating and complex
     dtypes one of the edge classes of :mod:`pytest_torchcompile.judging.edges`: ``ties``, ``offsets``,
     ``near_limits``, ``exact_sums``, whose per-position constants `steps` seeds (a tensor group
-    shares it). Values outside [`min_value`, `max_value`] or the dtype's range are wrapped or
-    reflected inside it; float values too small to be normal in the dtype become zeros of their
-    sign. Each entry of `specials` puts a special value at a flat position (in the real part for
-    complex dtypes); ``max``/``min`` are the largest and smallest values the bounds and dtype allow.
+    shares it); `literals` are the program's own constants that ``ties`` also puts on its lattice.
+    `positive` makes every value positive (magnitudes, 0 becoming 1) and `zeros` about half of
+    them +0 (False for bool), both before the bounds. Values outside [`min_value`, `max_value`] or
+    the dtype's range are wrapped or reflected inside it; float values too small to be normal in
+    the dtype become zeros of their sign. Each entry of `specials` puts a special value at a flat
+    position (in the real part for complex dtypes); ``max``/``min`` are the largest and smallest
+    values the bounds and dtype allow.
     """
 
     dist: Distribution = "small"
@@ -839,13 +1029,23 @@ class Values(_Compact):
     min_value: float | None = None
     max_value: float | None = None
     steps: int = 0
+    literals: tuple[float, ...] = ()
+    positive: bool = False
+    zeros: bool = False
 
     def generate(self, shape: Shape, dtype: torch.dtype) -> torch.Tensor:
         """A contiguous CPU tensor of `shape` and `dtype` holding these values."""
         n = math.prod(shape)
         gen = torch.Generator().manual_seed(self.seed)
         if dtype == torch.bool:
-            return torch.randint(0, 2, shape, generator=gen).bool()
+            # small: fair bits; normal: sparse (1 in 8 True); wide: dense (7 in 8).
+            if self.dist in ("normal", "wide"):
+                odds = 1 / 8 if self.dist == "normal" else 7 / 8
+                flags = torch.rand(shape, generator=gen) < odds
+            else:
+                flags = torch.randint(0, 2, shape, generator=gen).bool()
+            flags = flags | self.positive
+            return flags & ~self._zeros(shape) if self.zeros else flags
         low, high = _bounds(dtype, self.min_value, self.max_value)
         if not (dtype.is_floating_point or dtype.is_complex):
             if self.dist == "full":
@@ -853,14 +1053,28 @@ class Values(_Compact):
                 ordinary = raw.view(dtype).long()
             else:
                 ordinary = _ordinary(self.dist, n, True, gen)
-            out = _fit(ordinary, low, high).to(dtype)
+            out = self._signs(ordinary, low, high).to(dtype)
         else:
-            parts = _fit(self._floats(shape, dtype, gen), low, high)
+            parts = self._signs(self._floats(shape, dtype, gen), low, high)
             parts = torch.where(parts.abs() < _float_info(dtype).smallest_normal, parts * 0, parts)
             out = (torch.complex(parts[:n], parts[n:]) if dtype.is_complex else parts).to(dtype)
         for position, kind in self.specials:
             out[position] = _special_value(kind, dtype, low, high)
         return out.reshape(shape)
+
+    def _signs(self, values: torch.Tensor, low: float | None, high: float | None) -> torch.Tensor:
+        """Flat `values` made positive and sprinkled with zeros as switched, then fitted to the
+        bounds."""
+        if self.positive:
+            values = values.abs()
+            values = torch.where(values == 0, torch.ones_like(values), values)
+        if self.zeros:
+            values = torch.where(self._zeros(values.shape), torch.zeros_like(values), values)
+        return _fit(values, low, high)
+
+    def _zeros(self, shape: Shape) -> torch.Tensor:
+        """About half of the positions, from their own stream of `seed`."""
+        return torch.rand(shape, generator=torch.Generator().manual_seed(self.seed + 1)) < 0.5
 
     def _floats(self, shape: Shape, dtype: torch.dtype, gen: torch.Generator) -> torch.Tensor:
         """Unbounded float64 values: real and imaginary parts, one after the other, if complex."""
@@ -868,7 +1082,7 @@ class Values(_Compact):
         parts = 2 if dtype.is_complex else 1
         n = parts * math.prod(shape)
         if self.dist == "ties":
-            return edges.ties(n, self.seed, self.steps, real)
+            return edges.ties(n, self.seed, self.steps, real, self.literals)
         if self.dist == "offsets":
             return edges.offsets(n, self.seed, self.steps, real)
         if self.dist == "near_limits":
@@ -888,40 +1102,93 @@ class _ValueOptions:
     specials: bool | None
     allow: tuple[bool, bool, bool]  # allow_nan, allow_infinity, allow_subnormal
     edges: tuple[EdgeClass, ...]  # the edge classes switched on
+    signs: tuple[str, ...]  # "positive" and "zeros", where switched on
+
+    def coins(self) -> Coins:
+        """The value classes these options leave to the swarm, each with its odds: NaN and
+        infinities mask other divergences, so by default they are on in one example of five."""
+        coins: list[tuple[str, int, int]] = [(edge, 2, 3) for edge in self.edges]
+        coins += [(sign, 2, 3) if sign == "positive" else (sign, 1, 2) for sign in self.signs]
+        if self.specials is not False:
+            if self.allow[0] or self.allow[1]:
+                coins.append(("nan_inf", 1, 2 if self.specials else 4))
+            coins.append(("specials", 1, 2 if self.specials else 3))
+        return tuple(coins)
 
 
-# Edge classes are drawn a little more often than the ordinary distributions together, ties
-# (where boundary bugs live, and the one class relating tensors to each other) most often.
-_ORDINARY_WEIGHT = 2
-_EDGE_WEIGHTS: dict[EdgeClass, int] = {"ties": 3, "offsets": 2, "near_limits": 2, "exact_sums": 1}
+# Where edge classes are on, they take three floating tensors in four between them (ties more
+# in a group, whose point is relations between tensors), the ordinary distributions the rest.
+_EDGE_SHARE = 3  # the edge classes' weight against the ordinary distributions' 1
 
 
 _ORDINARY: tuple[Distribution, ...] = ("small", "normal", "wide")
 _WIDEST = (torch.float64, torch.complex128)
 
 
+@functools.lru_cache(maxsize=4096)
 def _distributions(
     inexact: bool, full: bool, on: tuple[EdgeClass, ...], ties: int = 1
 ) -> st.SearchStrategy[Any]:
-    """The distributions a dtype draws from, ``small`` first (the shrink target); `ties` weighs
-    that class more."""
+    """The distributions a dtype draws from: the edge classes `on`, then the ordinary ones,
+    ``small`` first among them (the shrink target, see `_simplest_last`); `ties` weighs that class
+    more."""
     ordinary = list(_ORDINARY)
     if not inexact:
         return st.sampled_from([*ordinary, "full"] if full else ordinary)
-    edge = [((ties if e == "ties" else 1) * _EDGE_WEIGHTS[e], e) for e in on]
-    return _weighted(*((_ORDINARY_WEIGHT, d) for d in ordinary), *edge)
+    weights = {e: ties if e == "ties" else 1 for e in on}
+    edges = [(len(ordinary) * _EDGE_SHARE * w, e) for e, w in weights.items()]
+    each = max(sum(weights.values()), 1)  # the edge classes' share is the same however many are on
+    if not edges:
+        return st.sampled_from(ordinary)
+    return _weighted(*edges, *((each, d) for d in ordinary))
 
 
 _SEEDS = st.integers(0, 2**32 - 1)
 
+# The program's own constants (a margin, a threshold) reach the ties lattice through Hypothesis:
+# of the floats it draws, about one in seven is a literal it collected from the code under test
+# (local modules other than test files; half of those, Hypothesis's own constants). Each ties
+# draw takes this many floats and keeps the short decimals among them, as programs write them.
+_LITERAL_DRAWS = 160
+_LITERAL_FLOATS = st.floats(min_value=2.0**-10, max_value=2.0**10)
 
+
+def _literals(drawn: Sequence[float]) -> tuple[float, ...]:
+    """The short decimals of `drawn` (three significant digits, not whole: the lattice of 1
+    holds those) that are not lattice steps yet."""
+    short = {x for x in drawn if float(f"{x:.3g}") == x and x != round(x)} - set(edges.STEPS)
+    return tuple(sorted(short))
+
+
+_PROGRAM_LITERALS = st.lists(_LITERAL_FLOATS, min_size=_LITERAL_DRAWS, max_size=_LITERAL_DRAWS).map(
+    _literals
+)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """One distribution for the floating tensors of a group, and what they share."""
+
+    dist: Distribution
+    steps: int = 0
+    literals: tuple[float, ...] = ()
+
+
+@functools.lru_cache(maxsize=4096)
 @st.composite
-def _group_plans(draw: st.DrawFn, on: tuple[EdgeClass, ...]) -> tuple[Distribution, int]:
-    """One distribution and constants' seed for every floating tensor of a group, so that their
-    elements are related: multiples of one constant at each position, or around one offset.
-    Ties are drawn three times as often as for one tensor: relations between tensors are the
-    point of a group."""
-    return draw(_distributions(True, False, on, ties=3)), draw(_SEEDS)
+def _plans(draw: st.DrawFn, on: tuple[EdgeClass, ...], ties: int) -> _Plan:
+    """A distribution of `on` or an ordinary one, with the constants' seed a group shares and,
+    for ties, the program's literals."""
+    dist = draw(_distributions(True, False, on, ties))
+    steps = draw(_SEEDS) if dist in _STEPPED else 0
+    return _Plan(dist, steps, draw(_PROGRAM_LITERALS) if dist == "ties" else ())
+
+
+def _group_plans(on: tuple[EdgeClass, ...]) -> st.SearchStrategy[_Plan]:
+    """One plan for every floating tensor of a group, so that their elements are related:
+    multiples of one constant at each position, or around one offset. Ties are drawn three times
+    as often as for one tensor: relations between tensors are the point of a group."""
+    return _plans(on, ties=6)
 
 
 @st.composite
@@ -930,27 +1197,35 @@ def _values(
     dtype: torch.dtype,
     n: int,
     options: _ValueOptions,
-    plan: tuple[Distribution, int] | None,
+    plan: _Plan | None,
+    on: frozenset[str],
 ) -> Values:
     if dtype == torch.bool:
-        return Values(seed=draw(_SEEDS))
-    low, high = options.min_value, options.max_value
-    kinds = _special_kinds(dtype, *_bounds(dtype, low, high), *options.allow)
-    planting = (
-        options.specials is not False
-        and bool(kinds)
-        and n > 0
-        and draw(_weighted((3 if options.specials is None else 1, False), (1, True)))
+        # As many choices as an ordinary float tensor's, so neither shrinks to the other by length.
+        dist = draw(_distributions(False, False, ()))
+        sign = draw(_sign(on, (True, True)))
+        return Values(dist, draw(_SEEDS), positive=sign == "positive", zeros=sign == "zeros")
+    low, high = _bounds(dtype, options.min_value, options.max_value)
+    fits = (high is None or high > 0, (low is None or low <= 0) and (high is None or high >= 0))
+    sign = draw(_sign(on, fits))
+    kinds = tuple(
+        kind
+        for kind in _special_kinds(dtype, low, high, *options.allow)
+        if ("nan_inf" if kind in _NAN_INF else "specials") in on
     )
+    planting = bool(kinds) and n > 0
     inexact = dtype.is_floating_point or dtype.is_complex
     # An overflow eager makes and compiled avoids is judged against a wider reference: float64
     # has none, so it draws no values at its limits (a NaN on one side would be no verdict).
-    edges = tuple(e for e in options.edges if e != "near_limits" or dtype not in _WIDEST)
-    if inexact and plan is not None and plan[0] in (*_ORDINARY, *edges):
-        dist, steps = plan
+    edges_on = tuple(
+        e for e in options.edges if e in on and (e != "near_limits" or dtype not in _WIDEST)
+    )
+    if inexact and plan is not None and plan.dist in (*_ORDINARY, *edges_on):
+        chosen = plan
+    elif inexact:
+        chosen = draw(_plans(edges_on, ties=1))
     else:
-        dist = draw(_distributions(inexact, planting, edges))
-        steps = draw(_SEEDS) if dist in _STEPPED else 0
+        chosen = _Plan(draw(_distributions(False, "specials" in on, ())))
     seed = draw(_SEEDS)
     planted: list[tuple[int, SpecialKind]] = []
     if planting:
@@ -958,10 +1233,28 @@ def _values(
         weights = {"nan": 3, "inf": 2, "-inf": 2}
         spot = st.tuples(st.integers(0, n - 1), _weighted(*((weights.get(k, 1), k) for k in kinds)))
         planted = draw(st.lists(spot, min_size=1, max_size=3))
-    return Values(dist, seed, tuple(planted), low, high, steps)
+    return Values(
+        chosen.dist,
+        seed,
+        tuple(planted),
+        options.min_value,
+        options.max_value,
+        chosen.steps,
+        chosen.literals,
+        sign == "positive",
+        sign == "zeros",
+    )
+
+
+def _sign(on: frozenset[str], fits: tuple[bool, bool]) -> st.SearchStrategy[str | None]:
+    """ "positive" or "zeros" where switched on and the bounds hold them: one of the two where
+    both are (all values positive leaves no zeros), drawn."""
+    signs = [s for s, fit in zip(_SIGNS, fits, strict=True) if s in on and fit]
+    return st.sampled_from(signs) if len(signs) > 1 else st.just(signs[0] if signs else None)
 
 
 _STEPPED = ("ties", "offsets", "exact_sums")  # the classes whose constants a group shares
+_NAN_INF = ("nan", "inf", "-inf")
 
 
 # --- tensors --------------------------------------------------------------------------------
@@ -1028,6 +1321,8 @@ class TensorOptions(TypedDict, total=False):
     offsets: bool
     near_limits: bool
     exact_sums: bool
+    positive: bool
+    zeros: bool
     requires_grad: bool | st.SearchStrategy[bool]
 
 
@@ -1038,17 +1333,26 @@ def _check_grad(requires_grad: bool, dtype: torch.dtype) -> None:
     )
 
 
-def _dtype_strategy(
-    dtypes: torch.dtype | st.SearchStrategy[torch.dtype] | None,
-    device: str | st.SearchStrategy[DeviceLike],
-) -> st.SearchStrategy[torch.dtype]:
-    """`dtypes` as a strategy, checked now where it is a value; None means float dtypes."""
+DtypesArg: TypeAlias = torch.dtype | st.SearchStrategy[torch.dtype] | None
+
+
+def _dtype_choice(
+    dtypes: DtypesArg, device: str | st.SearchStrategy[DeviceLike], grad: object
+) -> tuple[Callable[[frozenset[str]], st.SearchStrategy[torch.dtype]], Coins]:
+    """`dtypes` as a strategy of the swarm's classes on, checked now where it is a value, and
+    the dtype classes it leaves to the swarm: None means the default mix, floating only where
+    `grad` may be True."""
     fixed_device = None if isinstance(device, st.SearchStrategy) else device
     if dtypes is None:
-        return float_dtypes(device=fixed_device)
-    if isinstance(dtypes, st.SearchStrategy):
-        return dtypes
-    return st.just(_dtype_value(dtypes, fixed_device))
+        names = _INEXACT_CLASSES if grad is not False else tuple(_DTYPE_CLASSES)
+        coins = tuple((name, *_DTYPE_ODDS[name]) for name in names)
+        return lambda on: _default_dtypes(on, fixed_device), coins
+    chosen = (
+        dtypes
+        if isinstance(dtypes, st.SearchStrategy)
+        else st.just(_dtype_value(dtypes, fixed_device))
+    )
+    return lambda _: chosen, ()
 
 
 def _dtype_value(dtype: object, device: str | None) -> torch.dtype:
@@ -1065,28 +1369,33 @@ def _dtype_value(dtype: object, device: str | None) -> torch.dtype:
 
 @dataclass(frozen=True)
 class _TensorArgs:
-    """:func:`tensors`' arguments, checked, as strategies."""
+    """:func:`tensors`' arguments, checked, as strategies of the swarm's classes on (`coins`)."""
 
-    dtypes: st.SearchStrategy[torch.dtype]
+    dtypes: Callable[[frozenset[str]], st.SearchStrategy[torch.dtype]]
     shapes: st.SearchStrategy[Shape]
-    layouts: Callable[[Shape], st.SearchStrategy[Layout]]
+    layouts: Callable[[Shape, frozenset[str]], st.SearchStrategy[Layout]]
     device: st.SearchStrategy[DeviceLike]
     requires_grad: st.SearchStrategy[bool]
     values: _ValueOptions
+    coins: Coins
 
 
 @st.composite
 def _tensors(
-    draw: st.DrawFn, args: _TensorArgs, plan: tuple[Distribution, int] | None = None
+    draw: st.DrawFn,
+    args: _TensorArgs,
+    plan: _Plan | None = None,
+    on: frozenset[str] | None = None,
 ) -> torch.Tensor:
     where = _device_value(draw(args.device), "device")
-    dtype = _dtype_value(draw(args.dtypes), where)
+    on = draw(_swarm(args.coins)) if on is None else on
+    dtype = _dtype_value(draw(args.dtypes(on)), where)
     shape = _shape_value(draw(args.shapes), "shapes")
     grad = draw(args.requires_grad)
     _check_grad(grad, dtype)
-    layout = draw(args.layouts(shape))
+    layout = draw(args.layouts(shape, on))
     stored = math.prod(1 if d in layout.expanded else s for d, s in enumerate(shape))
-    values = draw(_values(dtype, stored, args.values, plan))
+    values = draw(_values(dtype, stored, args.values, plan, on))
     spec = TensorSpec(shape, dtype, layout, values, where, grad)
     tensor = build_tensor(spec)
     if currently_in_test_context():
@@ -1094,11 +1403,15 @@ def _tensors(
     return tensor
 
 
-def _layouts_arg(layouts: LayoutsArg) -> Callable[[Shape], st.SearchStrategy[Layout]]:
+def _layouts_arg(
+    layouts: LayoutsArg,
+) -> tuple[Callable[[Shape, frozenset[str]], st.SearchStrategy[Layout]], Coins]:
+    """`layouts` as a strategy of the shape and the swarm's classes on, and the layout classes
+    it leaves to the swarm (none for a function: it decides)."""
     if callable(layouts):
-        return layouts
+        return lambda shape, _: layouts(shape), ()
     kinds = _kinds(layouts, "layouts")
-    return lambda shape: _layout_strategy(shape, kinds, 3, 8)
+    return lambda shape, on: _swarm_layouts(shape, kinds, on), _layout_coins(kinds)
 
 
 def _check_value_args(
@@ -1135,44 +1448,62 @@ def tensors(
     offsets: bool = True,
     near_limits: bool = True,
     exact_sums: bool = True,
+    positive: bool = True,
+    zeros: bool = True,
     device: DeviceLike | st.SearchStrategy[DeviceLike] = "cpu",
     requires_grad: bool | st.SearchStrategy[bool] = False,
 ) -> st.SearchStrategy[torch.Tensor]:
     """Tensors of a drawn dtype, shape, memory layout and values, built on `device`.
 
-    - `dtypes`: a dtype or a strategy of them; None means :func:`float_dtypes` for `device`.
-    - `shapes`: a shape or a strategy of them (default :func:`shapes`).
+    Each draw switches a random subset of the classes below on (a swarm: see the module's
+    docstring) and draws from those only; a keyword that switches a class off keeps it off.
+
+    - `dtypes`: a dtype or a strategy of them. None (the default) means float32 and, each in
+      the draws that switch its class on, float16, bfloat16, float64, int8/uint8, the other
+      integers and bool, those `device` supports: about a third of the tensors are integers or
+      bools. Floating dtypes only where `requires_grad` is not False. Eager raises on many
+      functions of integers or bools, and the plugin rejects such an example where compiled
+      raises alike; Inductor often computes a result instead (softmax, var, gelu, ceil of bool),
+      which the plugin reports, so a test of a floating-only function passes
+      ``dtypes=tcst.float_dtypes()``, as must one that converts a module with ``.to(x.dtype)``.
+    - `shapes`: a shape or a strategy of them (default :func:`shapes`, with its size classes).
     - `layouts`: layout kinds to draw from (see :func:`layouts`), or a function from a shape to a
-      strategy of :class:`Layout`, e.g. ``functools.partial(layouts, max_step=5)``. The tensor has
-      the logical shape drawn and that memory layout; storage outside it holds NaN (or the dtype's
-      maximum), so a kernel that reads past its view diverges.
+      strategy of :class:`Layout`, e.g. ``functools.partial(layouts, max_step=5)``. Of a
+      collection of kinds, the classes transposed (and permuted), channels_last (and
+      channels_last_3d), sliced (and offset) and expanded are switched on per draw, contiguous
+      otherwise (if a kind). The tensor has the logical shape drawn and that memory layout;
+      storage outside it holds NaN (or the dtype's maximum), so a kernel that reads past its
+      view diverges.
     - Values (see :class:`Values`) are finite: reproducible from a drawn seed, so tensors of
       thousands of elements cost a few Hypothesis choices, and bounded by `min_value` and
       `max_value` (for integers too: e.g. ``min_value=0, max_value=n - 1`` for indices).
-      Ordinary values are small integers, standard normal or wide (2**-10 to 2**10).
+      Ordinary values are small integers, standard normal or wide (2**-10 to 2**10); `positive`
+      makes them all positive, `zeros` about half of them 0 (one or the other per tensor).
     - Edge values (floating and complex dtypes; :mod:`pytest_torchcompile.judging.edges`), where real
-      miscompiles were found, in about half the tensors, each class switched off by its keyword:
-      `ties` (a lattice ``k * c``, k in -2..2, c a common constant such as 0.1 rounded to the
-      dtype: equal elements, +-0, kinks, and tensors of a :func:`tensor_groups` group differing
-      by exactly c), `offsets` (a large common offset with a unit spread, ~1e5 in float32),
+      miscompiles were found, each class switched off by its keyword: `ties` (a lattice ``k *
+      c``, k in -2..2, c a common constant such as 0.1, or a literal of the code under test that
+      Hypothesis collected and drew, rounded to the dtype: equal elements, +-0, kinks, and
+      tensors of a :func:`tensor_groups` group differing by exactly c, e.g. the program's
+      margin), `offsets` (a large common offset with a unit spread, ~1e5 in float32),
       `near_limits` (magnitudes whose squares overflow, ~1e19 in float32) and `exact_sums` (rows
       of decimals whose exact sum is an integer, so a reduction lands a rounding step from it).
+      Where edge classes are on, they take most of the floating tensors.
     - Special values -- NaN, +-inf, -0.0, subnormals, the extremes of the range, and full-range
-      integers -- are planted at 1 to 3 positions (NaN and infinities most often). With
-      ``specials=None`` (the default) about one tensor in four gets them, where the dtype and
-      bounds allow: rare per element, yet enough that 100 examples reliably include some, which
-      an input that diverges only on NaN or inf needs. True plants them in half the tensors;
-      False never (ordinary values only). `allow_nan`, `allow_infinity` and `allow_subnormal`
-      remove those kinds; NaN needs no bounds and an infinity no bound on its side, as in
-      ``st.floats``.
+      integers -- are planted at 1 to 3 positions (NaN and infinities most often), as two
+      classes: NaN and infinities, and the others. With ``specials=None`` (the default) they are
+      on in one draw of four and three, where the dtype and bounds allow; True switches each on
+      in half the draws; False never (ordinary values only). `allow_nan`, `allow_infinity` and
+      `allow_subnormal` remove those kinds; NaN needs no bounds and an infinity no bound on its
+      side, as in ``st.floats``.
     - `device` and `requires_grad`: values or strategies; the tensor is a leaf.
 
-    Shrinks to float32, shape ``()``, contiguous, offset 0, no specials, no edge values, and
-    small integer values in [-3, 3] from seed 0 (a failure that needs an edge class shrinks
-    within it, ties towards the constant 1). Values deliberately do not shrink to all zeros: zeros would make a
-    shrunk example hide the very divergence it reports (0 * anything is 0), and a checker fed
-    only zeros proves little. Small integers are the simplest values that still differ, and they
-    are exact in every dtype, so a shrunk failure is not blurred by rounding.
+    Shrinks to no class on: float32, shape ``()``, contiguous, offset 0, no specials, no edge
+    values, and small integer values in [-3, 3] from seed 0 (a failure that needs a class
+    shrinks within it, ties towards the constant 1). Values deliberately do not shrink to all
+    zeros: zeros would make a shrunk example hide the very divergence it reports (0 * anything
+    is 0), and a checker fed only zeros proves little. Small integers are the simplest values
+    that still differ, and they are exact in every dtype, so a shrunk failure is not blurred by
+    rounding.
 
     In a failing test, Hypothesis prints each drawn tensor's :func:`describe` line and the
     :class:`TensorSpec` that rebuilds it.
@@ -1208,7 +1539,7 @@ def _tensor_args(given: dict[str, Any]) -> _TensorArgs:
         f"requires_grad={requires_grad!r} must be a bool",
     )
     flags = {name: given[name] for name in ("allow_nan", "allow_infinity", "allow_subnormal")}
-    switches: dict[str, object] = {edge: given[edge] for edge in EDGE_CLASSES}
+    switches: dict[str, object] = {name: given[name] for name in (*EDGE_CLASSES, *_SIGNS)}
     _check_value_args(
         given["min_value"], given["max_value"], {"specials": specials, **flags, **switches}
     )
@@ -1218,35 +1549,44 @@ def _tensor_args(given: dict[str, Any]) -> _TensorArgs:
         specials,
         (flags["allow_nan"], flags["allow_infinity"], flags["allow_subnormal"]),
         tuple(edge for edge in EDGE_CLASSES if switches[edge]),
+        tuple(sign for sign in _SIGNS if switches[sign]),
     )
+    dtype_choice, dtype_coins = _dtype_choice(dtypes, where, requires_grad)
+    layout_choice, layout_coins = _layouts_arg(given["layouts"])
     return _TensorArgs(
-        _dtype_strategy(dtypes, where),
+        dtype_choice,
         _strategy(shapes),
-        _layouts_arg(given["layouts"]),
+        layout_choice,
         _strategy(where),
         _strategy(requires_grad),
         values,
+        layout_coins + dtype_coins + values.coins(),
     )
+
+
+_SIGNS = ("positive", "zeros")
 
 
 @st.composite
 def _tensor_groups(
     draw: st.DrawFn,
     shape_group: st.SearchStrategy[tuple[Shape, ...]],
-    dtypes: st.SearchStrategy[torch.dtype],
+    dtypes: DtypesArg,
     same_dtype: bool,
     device: st.SearchStrategy[DeviceLike],
     options: TensorOptions,
 ) -> tuple[torch.Tensor, ...]:
     where = draw(device)
-    dtype: torch.dtype | st.SearchStrategy[torch.dtype] = draw(dtypes) if same_dtype else dtypes
-    members = [
-        _tensor_args({**_TENSOR_DEFAULTS, **options, "dtypes": dtype, "shapes": s, "device": where})
-        for s in draw(shape_group)
-    ]
+    args = _tensor_args({**_TENSOR_DEFAULTS, **options, "dtypes": dtypes, "device": where})
+    # One swarm for the group: its classes on for every tensor.
+    on = draw(_swarm(args.coins))
+    if same_dtype:
+        dtype = draw(args.dtypes(on))
+        args = dataclasses.replace(args, dtypes=lambda _: st.just(dtype))
+    members = [dataclasses.replace(args, shapes=st.just(s)) for s in draw(shape_group)]
     # One distribution for the group's floating tensors: ties on one lattice, one offset.
-    plan = draw(_group_plans(members[0].values.edges))
-    return tuple(draw(_tensors(args, plan)) for args in members)
+    plan = draw(_group_plans(tuple(e for e in args.values.edges if e in on)))
+    return tuple(draw(_tensors(member, plan, on)) for member in members)
 
 
 _TENSOR_DEFAULTS = {name: p.default for name, p in inspect.signature(tensors).parameters.items()}
@@ -1264,10 +1604,13 @@ def tensor_groups(
 ) -> st.SearchStrategy[tuple[torch.Tensor, ...]]:
     """Tuples of `n` tensors on one device with shapes from :func:`shape_groups` (equal, or with
     `broadcast` mutually broadcastable), one dtype unless `same_dtype` is False (to exercise type
-    promotion), and each tensor's layout and values drawn as :func:`tensors` does, from one
-    distribution for the group's floating tensors: with ties their elements at one position are
-    multiples of one constant, so tensors share elements and differ by exactly that constant
-    (``x1 - x2 == margin`` in bfloat16); with offsets they share the offset.
+    promotion), and each tensor's layout and values drawn as :func:`tensors` does, with one
+    swarm of classes switched on for the whole group (each tensor draws its own layout from
+    them, so a transposed operand meets a contiguous one) and one distribution for the group's
+    floating tensors: with ties (drawn most often in a group) their elements at one position
+    are multiples of one constant, so tensors share elements and differ by exactly that
+    constant, e.g. a margin of the code under test (``x1 - x2 == margin`` in bfloat16); with
+    offsets they share the offset.
 
     `shapes` and `broadcast` are as for :func:`shape_groups`; `dtypes` and `device` as for
     :func:`tensors`; every other keyword (:class:`TensorOptions`) goes to :func:`tensors` for
@@ -1285,6 +1628,4 @@ def tensor_groups(
     group = shape_groups(n, shapes=shapes, broadcast=broadcast)
     where = device if isinstance(device, st.SearchStrategy) else _device_value(device, "device")
     tensors(dtypes=dtypes, device=where, **options)  # only to check the options now, not when drawn
-    return _tensor_groups(
-        group, _dtype_strategy(dtypes, where), same_dtype, _strategy(where), options
-    )
+    return _tensor_groups(group, dtypes, same_dtype, _strategy(where), options)

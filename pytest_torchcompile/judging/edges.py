@@ -4,10 +4,11 @@ Random normal values almost never sit exactly on a discontinuity, share a large 
 dtype's range, yet real miscompiles live there (each class from a real upstream report):
 
 - `ties`: values on a lattice ``k * step`` (k in -2..2, zeros of either sign), `step` a short
-  decimal constant of the kind programs are written with (1, 0.1, 0.5, ...) rounded to the dtype:
-  equal elements, +-0, the kinks of relu/clamp/hinge/abs/max, and tensors of one group whose
-  elements differ by exactly such a constant (a bfloat16 ``margin_ranking_loss`` gradient is wrong
-  exactly where ``x1 - x2`` equals the margin);
+  decimal constant of the kind programs are written with (1, 0.1, 0.5, ...), or one of the
+  program's own literals that Hypothesis drew, rounded to the dtype: equal elements, +-0, the
+  kinks of relu/clamp/hinge/abs/max, and tensors of one group whose elements differ by exactly
+  such a constant (a bfloat16 ``margin_ranking_loss`` gradient is wrong exactly where ``x1 - x2``
+  equals the margin);
 - `offsets`: a large common offset with a unit spread, the offset a few bits short of the dtype's
   precision (about 1e5 in float32), where a variance or a normalisation cancels;
 - `near_limits`: magnitudes whose squares, or sums of a few squares, leave the dtype's range though
@@ -34,6 +35,9 @@ _STEP_WEIGHTS = (2.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)  # the commonest litera
 
 _SUM_STEPS = tuple(s for s in STEPS if (1 / s) == round(1 / s))  # steps that divide 1 exactly
 
+LITERAL_WEIGHT = 2.0
+"""Each program literal's weight on the lattice, as the commonest steps' (1 has 2, 0.1 has 3)."""
+
 
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
@@ -43,22 +47,37 @@ def _signs(n: int, gen: torch.Generator) -> torch.Tensor:
     return torch.randint(0, 2, (n,), generator=gen, dtype=torch.float64) * 2 - 1
 
 
-def _constants(n: int, steps: int, table: tuple[float, ...], dtype: torch.dtype) -> torch.Tensor:
-    """One constant of `table` per position, rounded to `dtype` (as a program's literal is)."""
-    weights = torch.tensor(_STEP_WEIGHTS[: len(table)], dtype=torch.float64)
-    picked = torch.multinomial(weights, max(n, 1), replacement=True, generator=_generator(steps))
-    return torch.tensor(table, dtype=dtype).to(torch.float64)[picked[:n]]
+def _constants(
+    n: int,
+    steps: int,
+    table: tuple[float, ...],
+    dtype: torch.dtype,
+    literals: tuple[float, ...] = (),
+) -> torch.Tensor:
+    """One constant of `table` or `literals` per position, rounded to `dtype` (as a program's
+    literal is); each of the `literals` weighs `LITERAL_WEIGHT`."""
+    weights = list(_STEP_WEIGHTS[: len(table)]) + [LITERAL_WEIGHT] * len(literals)
+    picked = torch.multinomial(
+        torch.tensor(weights, dtype=torch.float64),
+        max(n, 1),
+        replacement=True,
+        generator=_generator(steps),
+    )
+    return torch.tensor(table + literals, dtype=dtype).to(torch.float64)[picked[:n]]
 
 
-def ties(n: int, seed: int, steps: int, dtype: torch.dtype) -> torch.Tensor:
+def ties(
+    n: int, seed: int, steps: int, dtype: torch.dtype, literals: tuple[float, ...] = ()
+) -> torch.Tensor:
     """``k * step`` with k = j + d in -2..2: exact in `dtype`, with zeros of either sign. j in
     -1..1 comes from `steps`, d in -1..1 from `seed`, so two tensors of one group are equal at a
-    third of the positions they share and differ by exactly +step at two ninths."""
+    third of the positions they share and differ by exactly +step at two ninths. `step` is one of
+    `STEPS` or of the program's `literals` (positive floats) at each position."""
     j = torch.randint(-1, 2, (n,), generator=_generator(steps + 1), dtype=torch.float64)
     gen = _generator(seed)
     k = j + torch.randint(-1, 2, (n,), generator=gen, dtype=torch.float64)
     zero_sign = _signs(n, gen)
-    values = k * _constants(n, steps, STEPS, dtype)
+    values = k * _constants(n, steps, STEPS, dtype, literals)
     return torch.where(k == 0, zero_sign * 0.0, values)
 
 

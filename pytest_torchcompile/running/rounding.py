@@ -39,12 +39,16 @@ _SELECTIONS = frozenset(
 )
 
 
-def _moved(t: torch.Tensor, salt: int, terms: float, opposite: bool = False) -> torch.Tensor:
+def _moved(
+    t: torch.Tensor, salt: int, terms: float, opposite: bool = False, magnitude: float = 0.0
+) -> torch.Tensor:
     """`t` with each element shifted up or down (by a hash of its value; the other way where
     `opposite`) and rounded back to its dtype: by one unit of its own precision, or for a sum of
     `terms` values per element by sqrt(terms) units of the precision it accumulates in (float32
     for float16 and bfloat16), the random-walk error of another summation order, if that is
-    more."""
+    more. That error scales with the partial sums, not with the result: where terms of up to
+    `magnitude` cancel (a sum of +-1e307 that leaves 1e3), the shift is that many units of
+    `magnitude` where that is more than of the result."""
     wide = t.detach().to(torch.float64)
     bits = wide.view(torch.int64)
     mixed = (bits ^ (bits >> 29)) * _MIX[0] + (salt * _MIX[1] & _SALT)
@@ -54,7 +58,16 @@ def _moved(t: torch.Tensor, salt: int, terms: float, opposite: bool = False) -> 
         sign = -sign
     accumulates = torch.float64 if t.dtype == torch.float64 else torch.float32
     shift = max(torch.finfo(t.dtype).eps, torch.finfo(accumulates).eps * math.sqrt(terms))
+    if terms > 1 and magnitude > 0:
+        step = torch.maximum(wide.abs() * shift, torch.tensor(magnitude * shift, dtype=wide.dtype))
+        return (wide + sign * step).to(t.dtype)
     return (wide * (1 + sign * shift)).to(t.dtype)
+
+
+def _magnitude(tensors: list[torch.Tensor]) -> float:
+    """The largest finite magnitude among `tensors`' elements (0 where there is none)."""
+    finite = [t.detach().abs()[torch.isfinite(t)] for t in tensors if t.numel()]
+    return max((float(f.max()) for f in finite if f.numel()), default=0.0)
 
 
 def _widened(value: Any) -> Any:
@@ -130,6 +143,7 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
         largest = 1 if selects else max(t.numel() for t in inputs)
         results = list(result) if isinstance(result, tuple | list) else [result]
         exact = _exact_in_float64(func, args, kwargs, results)
+        magnitude: list[float] = []  # the inputs' largest, measured once where a result sums
 
         def move(value: Any, exact: torch.Tensor | None) -> Any:
             if (
@@ -138,7 +152,11 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
                 and value.layout == torch.strided  # sparse values are left as they are
                 and value.numel()
             ):
-                moved = _moved(value, salt, max(1.0, largest / value.numel()), self.opposite)
+                terms = max(1.0, largest / value.numel())
+                if terms > 1 and not magnitude:
+                    magnitude.append(_magnitude([t for t in inputs if t.layout == torch.strided]))
+                scale = magnitude[0] if magnitude else 0.0
+                moved = _moved(value, salt, terms, self.opposite, scale)
                 return moved if exact is None else torch.where(exact, value, moved)
             return value
 

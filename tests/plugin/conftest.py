@@ -12,13 +12,15 @@ from hypothesis import settings
 
 settings.register_profile("parity-ci", derandomize=True, database=None)
 settings.register_profile("parity-few", derandomize=True, database=None, max_examples=8)
+settings.register_profile("parity-ci-300", derandomize=True, database=None, max_examples=300)
 """
 
 
 @pytest.fixture
 def hypothesis_pytester(pytester: pytest.Pytester) -> Iterator[pytest.Pytester]:
     """pytester whose runs can pass --hypothesis-profile=parity-ci (derandomized, no example
-    database, otherwise Hypothesis's defaults) or parity-few (8 examples).
+    database, otherwise Hypothesis's defaults), parity-ci-300 (300 examples) or parity-few (8
+    examples).
 
     Inline runs share this process, and Hypothesis's profile and its default example database
     are global: without this, one run would replay another run's failures or keep its profile.

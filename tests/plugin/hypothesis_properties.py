@@ -21,7 +21,7 @@ def softmax(t):
 
 
 @pytest.mark.compile_parity
-@given(x=tcst.tensors())
+@given(x=tcst.tensors(dtypes=tcst.float_dtypes()))  # softmax takes floating dtypes
 def test_softmax(compile_parity, x):
     compile_parity(softmax, x)
 
@@ -51,7 +51,12 @@ class Block(torch.nn.Module):
 
 
 @pytest.mark.compile_parity
-@given(x=tcst.tensors(shapes=tcst.shapes(min_dims=4, max_dims=4, min_side=1)))
+@given(
+    x=tcst.tensors(
+        dtypes=tcst.float_dtypes(),  # a module takes floating dtypes only
+        shapes=tcst.shapes(min_dims=4, max_dims=4, min_side=1),
+    )
+)
 def test_conv_block(compile_parity, x):
     torch.manual_seed(0)
     compile_parity(Block(x.shape[1]).to(x.dtype), x)

@@ -49,6 +49,22 @@ def test_a_float32_reduction_moves_by_about_the_square_root_of_its_terms() -> No
     assert 80 < ulps < 120  # sqrt(10000) = 100
 
 
+def test_a_sum_whose_terms_cancel_moves_by_the_terms_not_by_what_is_left() -> None:
+    """+-1e307 that cancel to leave a few thousand: another summation order leaves another few
+    thousand (eager and aot_eager's sums of one float64 tensor differed by 331 of 1471), so
+    the noise is ulps of the terms, not of the small result."""
+    gen = torch.Generator().manual_seed(0)
+    big = torch.full((8,), 1e307, dtype=torch.float64)
+    x = torch.cat([big, -big, torch.rand(3000, dtype=torch.float64, generator=gen)])
+    order = torch.randperm(x.numel(), generator=gen)
+    plain, reordered = x.sum(), x[order].sum()
+    moved = float((_under_noise(0, torch.sum, x) - plain).abs())
+    assert moved > 10 * abs(float(reordered - plain))  # the other order is well inside the noise
+    assert moved <= 1e307 * torch.finfo(torch.float64).eps * 60  # sqrt(3016) ulps of the terms
+    sin = _under_noise(0, torch.sin, x)  # not a sum: moved by ulps of its own result
+    assert float((sin - torch.sin(x)).abs().max()) <= 2 * torch.finfo(torch.float64).eps
+
+
 def test_equal_values_move_alike_as_rounding_moves_them() -> None:
     constant = torch.full((1000,), 0.0378, dtype=torch.bfloat16)
     noisy = _under_noise(3, torch.mul, constant, 1.7)
