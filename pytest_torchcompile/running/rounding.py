@@ -7,7 +7,7 @@ standard deviation), the rounding of intermediate values shows up amplified, and
 sample bounds nothing. This mode estimates that noise: every floating result an ATen operation
 computes is moved to a neighbouring value, up or down, and a reduction's result (n terms per
 value) by about sqrt(n) units of the precision it accumulates in, the random-walk error of another
-summation order. The direction is a hash of the value, so equal values move alike, as real rounding moves
+summation order (units of its largest input where terms cancel to less). The direction is a hash of the value, so equal values move alike, as real rounding moves
 them (a constant image stays constant). Only what was rounded moves: a result equal to the same
 operation computed in float64 (the difference of two values that is itself representable) is
 exact in any order and precision, and stays, as the inputs do (they are given, not computed); so
