@@ -7,7 +7,7 @@ standard deviation), the rounding of intermediate values shows up amplified, and
 sample bounds nothing. This mode estimates that noise: every floating result an ATen operation
 computes is moved to a neighbouring value, up or down, and a reduction's result (n terms per
 value) by about sqrt(n) units of the precision it accumulates in, the random-walk error of another
-summation order (units of its largest input where terms cancel to less). The direction is a hash of the value, so equal values move alike, as real rounding moves
+summation order (a plain sum: units of its largest input where terms cancel to less). The direction is a hash of the value, so equal values move alike, as real rounding moves
 them (a constant image stays constant). Only what was rounded moves: a result equal to the same
 operation computed in float64 (the difference of two values that is itself representable) is
 exact in any order and precision, and stays, as the inputs do (they are given, not computed); so
@@ -37,6 +37,11 @@ _SALT = (1 << 62) - 1
 _SELECTIONS = frozenset(
     {"embedding", "index_select", "gather", "index", "take", "masked_select", "take_along_dim"}
 )
+
+# Plain sums of their input's elements, whose other summation orders differ by units of the
+# terms where those cancel. Not var, std or norms: their terms are deviations or squares, not
+# the input, and a float32 var at a large offset accumulated in float32 is a real divergence.
+_SUMS = frozenset({"sum", "nansum", "mean"})
 
 
 def _moved(
@@ -139,7 +144,8 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
             return result
         self.calls += 1
         salt = self.seed * 1_000_003 + self.calls
-        selects = _compat.op_name(func) in _SELECTIONS
+        name = _compat.op_name(func)
+        selects = name in _SELECTIONS
         largest = 1 if selects else max(t.numel() for t in inputs)
         results = list(result) if isinstance(result, tuple | list) else [result]
         exact = _exact_in_float64(func, args, kwargs, results)
@@ -153,7 +159,7 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
                 and value.numel()
             ):
                 terms = max(1.0, largest / value.numel())
-                if terms > 1 and not magnitude:
+                if terms > 1 and name in _SUMS and not magnitude:
                     magnitude.append(_magnitude([t for t in inputs if t.layout == torch.strided]))
                 scale = magnitude[0] if magnitude else 0.0
                 moved = _moved(value, salt, terms, self.opposite, scale)

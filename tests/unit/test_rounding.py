@@ -65,6 +65,17 @@ def test_a_sum_whose_terms_cancel_moves_by_the_terms_not_by_what_is_left() -> No
     assert float((sin - torch.sin(x)).abs().max()) <= 2 * torch.finfo(torch.float64).eps
 
 
+def test_a_variance_moves_by_ulps_of_itself_not_of_its_inputs_offset() -> None:
+    """A variance's terms are deviations from the mean, not its input: at an offset of 2**18 a
+    float32 variance of about 1 is moved by ulps of 1, so a compiler that accumulates it in float32
+    (5e-4 off, a real Inductor divergence) is not excused as rounding."""
+    gen = torch.Generator().manual_seed(0)
+    x = 2.0**18 + torch.randn(4, 1000, generator=gen)
+    plain, noisy = torch.var(x, -1), _under_noise(0, torch.var, x, -1)
+    relative = ((noisy - plain).abs() / plain).max()
+    assert 0 < float(relative) < 1e-5
+
+
 def test_equal_values_move_alike_as_rounding_moves_them() -> None:
     constant = torch.full((1000,), 0.0378, dtype=torch.bfloat16)
     noisy = _under_noise(3, torch.mul, constant, 1.7)
