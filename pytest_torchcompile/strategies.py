@@ -950,19 +950,25 @@ def _special_kinds(
     allow_infinity: bool,
     allow_subnormal: bool,
 ) -> tuple[SpecialKind, ...]:
-    """The special values that `dtype`, the bounds and the switches allow, in shrink order."""
+    """The special values that `dtype`, the bounds and the switches allow, in shrink order.
+
+    Not the widest dtypes' own extremes (float64's +-1.8e308 where no bound is given): an
+    overflow eager makes and compiled avoids is judged against a wider reference, float64 has
+    none, and what is computed from it (a gradient after a BatchNorm whose variance overflowed
+    in eager only) would differ with no way to tell which side is right."""
     if dtype == torch.bool:
         return ()
     if not (dtype.is_floating_point or dtype.is_complex):
         return ("max", "min")
+    widest = dtype in _WIDEST
     wanted: dict[SpecialKind, bool] = {
         "nan": allow_nan and low is None and high is None,
         "inf": allow_infinity and high is None,
         "-inf": allow_infinity and low is None,
         "-0.0": True,
         "subnormal": allow_subnormal,
-        "max": True,
-        "min": True,
+        "max": high is not None or not widest,
+        "min": low is not None or not widest,
     }
 
     def inside(kind: SpecialKind) -> bool:
