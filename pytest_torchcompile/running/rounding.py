@@ -7,8 +7,9 @@ standard deviation), the rounding of intermediate values shows up amplified, and
 sample bounds nothing. This mode estimates that noise: every floating result an ATen operation
 computes is moved to a neighbouring value, up or down, and a reduction's result (n terms per
 value) by about sqrt(n) units of the precision it accumulates in, the random-walk error of another
-summation order (a plain sum: units of its largest input where terms cancel to less). The direction is a hash of the value, so equal values move alike, as real rounding moves
-them (a constant image stays constant). Only what was rounded moves: a result equal to the same
+summation order (a plain sum: units of its largest input where terms cancel to less). The
+direction is a hash of the value, so equal values move alike, as real rounding moves them (a
+constant image stays constant). Only what was rounded moves: a result equal to the same
 operation computed in float64 (the difference of two values that is itself representable) is
 exact in any order and precision, and stays, as the inputs do (they are given, not computed); so
 a compiler that moves a value sitting exactly on a kink is never excused as rounding. Fused operations can be decomposed into the primitives a
@@ -65,6 +66,7 @@ def _moved(
     shift = max(torch.finfo(t.dtype).eps, torch.finfo(accumulates).eps * math.sqrt(terms))
     if terms > 1 and magnitude > 0:
         step = torch.maximum(wide.abs() * shift, torch.tensor(magnitude * shift, dtype=wide.dtype))
+        step = torch.where(torch.isfinite(wide), step, 0.0)  # inf - inf would make a NaN
         return (wide + sign * step).to(t.dtype)
     return (wide * (1 + sign * shift)).to(t.dtype)
 

@@ -61,6 +61,10 @@ def test_a_sum_whose_terms_cancel_moves_by_the_terms_not_by_what_is_left() -> No
     moved = float((_under_noise(0, torch.sum, x) - plain).abs())
     assert moved > 10 * abs(float(reordered - plain))  # the other order is well inside the noise
     assert moved <= 1e307 * torch.finfo(torch.float64).eps * 60  # sqrt(3016) ulps of the terms
+    overflowed = torch.tensor([1e308, 1e308, -1.0], dtype=torch.float64)
+    for opposite in (False, True):  # one of the two moves it down: inf - inf would be NaN
+        with RoundingNoise(0, opposite=opposite):
+            assert torch.sum(overflowed) == torch.inf
     sin = _under_noise(0, torch.sin, x)  # not a sum: moved by ulps of its own result
     assert float((sin - torch.sin(x)).abs().max()) <= 2 * torch.finfo(torch.float64).eps
 
