@@ -9,7 +9,6 @@ simplest input in it.
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -72,12 +71,9 @@ def test_the_op_level_property_tests_pass_on_inductor(hypothesis_pytester):
 
 
 @pytest.mark.parametrize(("backend", "caught_by", "shrunk"), [(b, *c) for b, c in CAUGHT.items()])
-def test_a_planted_miscompile_is_caught_and_shrunk(
-    hypothesis_pytester, monkeypatch, backend, caught_by, shrunk
-):
+@pytest.mark.usefixtures("planted_in_subprocesses")
+def test_a_planted_miscompile_is_caught_and_shrunk(hypothesis_pytester, backend, caught_by, shrunk):
     hypothesis_pytester.makepyfile(PROGRAM)
-    tests = str(Path(__file__).parents[1])  # where planted.py lives, for the fresh process
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
     # In a fresh process: Hypothesis now and then draws a constant of the local modules loaded
     # (tensors() puts them on its ties lattice), and in this one those are whichever test modules
     # ran before, so which example is drawn, caught and shrunk to would depend on the run's order.

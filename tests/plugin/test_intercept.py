@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
-
 import pytest
 
 SUITE = """
@@ -266,10 +263,9 @@ def test_bad_pattern_option_is_a_usage_error(pytester):
     result.stderr.fnmatch_lines(["*Invalid --compile-parity='sometimes'*marked, all, off*"])
 
 
-def test_the_summary_survives_xdist(pytester, monkeypatch):
+@pytest.mark.usefixtures("planted_in_subprocesses")
+def test_the_summary_survives_xdist(pytester):
     pytest.importorskip("xdist")
-    tests = str(Path(__file__).parents[1])  # where planted.py lives, for the workers
-    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([tests, os.environ.get("PYTHONPATH", "")]))
     pytester.makepyfile(test_suite=SUITE)
     result = pytester.runpytest_subprocess(
         "--compile-parity=all", "--compile-backend=planted:corrupt_output", "-n", "2"
