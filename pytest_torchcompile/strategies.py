@@ -1466,7 +1466,7 @@ def tensors(
 
     - `dtypes`: a dtype or a strategy of them. None (the default) means float32 and, each in
       the draws that switch its class on, float16, bfloat16, float64, int8/uint8, the other
-      integers and bool, those `device` supports: about a third of the tensors are integers or
+      integers and bool, those `device` supports: about two tensors in five are integers or
       bools. Floating dtypes only where `requires_grad` is not False. Eager raises on many
       functions of integers or bools, and the plugin rejects such an example where compiled
       raises alike; Inductor often computes a result instead (softmax, var, gelu, ceil of bool),
