@@ -20,7 +20,10 @@ re-run from the call's snapshot reproduces eager's first result (`reproduces`):
    Boundaries (`Boundaries`) are exempt from the slack: where the reference is a whole number
    (a floor, round, comparison or threshold, a gradient a kink masks) and eager and compiled
    fall on different sides of it, compiled is wrong if eager matches the reference and it does
-   not (a failure no rule excuses), and across a boundary from eager if it matches the
+   not (a failure no rule excuses, unless eager's own rounding noise moves eager there by more
+   than ILL_CONDITIONED whole steps: then the whole number is the chance landing of an
+   ill-conditioned value, such as a sum whose large terms cancel, and rule 2 judges the
+   element as any other), and across a boundary from eager if it matches the
    reference and eager does not (left to rule 2: rounding where eager's own noise crosses the
    boundary there too; else compiled computes something else, e.g. a constant kept wider than
    eager rounds it to). A leaf whose reference is 0 everywhere (a gradient that cancels
@@ -80,6 +83,13 @@ RESIDUE_ULPS = 2.0
 element's own value shows that value to be rounding residue, not exact: an exact value moves by
 the rounding of the last operations after it at most (a masked gradient's quotient: 1 unit)."""
 
+ILL_CONDITIONED = 2.0
+"""Rounding noise that moves eager by more than this many times compiled's whole step at a
+boundary compiled gets wrong shows that no boundary is there: a floor or threshold moves by one
+step at most under rounding noise (the floor of a softmax sum: 1 against 1), a sum of whole
+numbers whose large terms cancel moves by its terms' rounding (an EMA's sum of 17 over values of
++-3.4e38: by ~1e32 against compiled's 9)."""
+
 
 def _ulp(t: Tensor) -> Tensor:
     """One unit in the last place of each element of `t` in its own dtype (of the smallest
@@ -114,6 +124,7 @@ class Boundaries:
     relative_gap: float = 0.0
     crossed_at: Tensor | None = None  # flat mask of the crossed elements, where there are any
     answer: Tensor | None = None  # with it, the reference in the leaf's dtype (float64, flat)
+    wrong_at: Tensor | None = None  # flat mask of the wrong elements, where there are any
 
     @classmethod
     def of(
@@ -148,7 +159,9 @@ class Boundaries:
             float(gap[peak]),
             peak,
             float(gap[peak] / e64[peak].abs()) if e64[peak] else 0.0,
-            *((crossed, rounded) if bool(crossed.any()) else (None, None)),
+            crossed_at=crossed if bool(crossed.any()) else None,
+            answer=rounded if bool(crossed.any()) else None,
+            wrong_at=wrong if bool(wrong.any()) else None,
         )
 
     def crossed_by_noise(self, e: Tensor, noisy: Tensor, base: Tensor) -> Tensor | None:
@@ -183,6 +196,24 @@ class Boundaries:
             explained = self.crossed_at
         return explained if bool(explained.any()) else None
 
+    def wrong_by_noise(self, e: Tensor, c: Tensor, noisy: Tensor, base: Tensor) -> Tensor | None:
+        """The wrong elements where no boundary is: eager's own rounding noise moves eager there
+        by more than ILL_CONDITIONED times compiled's distance from it, so the whole number
+        eager and the reference share is where an ill-conditioned value happened to land (a sum
+        of whole numbers whose large terms cancelled in eager's order and absorbed some small
+        ones in compiled's), not a floor or threshold, which rounding moves one step at most.
+        None where there are none."""
+        if self.wrong_at is None:
+            return None
+        device = self.wrong_at.device
+        flat_e, flat_c, flat_noisy, flat_base = (
+            t.detach().reshape(-1).to(device=device, dtype=torch.float64)
+            for t in (e, c, noisy, base)
+        )
+        noise = (flat_noisy - flat_base).abs()
+        ill = self.wrong_at & (noise > ILL_CONDITIONED * (flat_c - flat_e).abs())
+        return ill if bool(ill.any()) else None
+
     @property
     def cancels(self) -> bool:
         """The reference is 0 at every element: the leaf cancels identically."""
@@ -208,7 +239,9 @@ class Boundaries:
 
 _WRONG = (
     "eager matches and compiled, also a whole number, does not: compiled is wrong against "
-    "the float64 reference. Neither eager's error elsewhere nor its rounding noise excuses that"
+    "the float64 reference. Neither eager's error elsewhere nor its rounding noise excuses that, "
+    f"unless the noise moves eager there by more than {ILL_CONDITIONED:g} times compiled's step "
+    "(no boundary then, but an ill-conditioned value such as a sum whose large terms cancel)"
 )
 _CROSSED = (
     "compiled matches and eager does not: eager and compiled fall on either side of a "
@@ -322,13 +355,23 @@ def by_rounding_noise(
         "results rounded to a neighbouring value, reductions by sqrt(terms) ulps, fused "
         "operations decomposed):",
     ]
-    explained = at.crossed_by_noise(e, noisy, base)
-    if explained_before is not None:
-        explained = explained_before if explained is None else explained | explained_before
-    count = 0 if explained is None else int(explained.sum())
-    if count:
+    explained = _either(
+        _either(at.crossed_by_noise(e, noisy, base), at.wrong_by_noise(e, c, noisy, base)),
+        explained_before,
+    )
+    crossed, wrong = _within(explained, at.crossed_at), _within(explained, at.wrong_at)
+    count = crossed + wrong
+    if wrong:
         lines.append(
-            f"    at {count} boundary element(s) eager's rounding noise crosses the boundary "
+            f"    at {wrong} boundary element(s) compiled gets wrong, eager's rounding noise "
+            f"moves eager by more than {ILL_CONDITIONED:g} times compiled's step: no boundary "
+            "but an ill-conditioned value (a sum whose large terms cancel), within that noise"
+            + (" (in this sample or the first)" if explained_before is not None else "")
+            + ": excused"
+        )
+    if crossed:
+        lines.append(
+            f"    at {crossed} boundary element(s) eager's rounding noise crosses the boundary "
             "too, moves eager there by a third of its distance from it, or moves eager by more "
             f"than {RESIDUE_ULPS:g} units of its own value (a rounding residue"
             + (
@@ -341,16 +384,22 @@ def by_rounding_noise(
             + (" (in this sample or the first)" if explained_before is not None else "")
             + ": within rounding, excused"
         )
-    if at.crossed > count:
+    if at.wrong > wrong:
         lines.append(
-            f"    at {at.crossed - count} boundary element(s) eager's value is exact: its "
+            f"    at {at.wrong - wrong} boundary element(s) compiled gets wrong, eager's "
+            "rounding noise moves eager by a step at most: a floor, round, comparison or "
+            "threshold compiled takes the wrong way, which no rounding excuses"
+        )
+    if at.crossed > crossed:
+        lines.append(
+            f"    at {at.crossed - crossed} boundary element(s) eager's value is exact: its "
             "rounding noise neither takes it across nor moves it near: compiled computes "
             "something else there (e.g. a constant kept wider than eager rounds it to), which "
             "no rounding excuses"
         )
-        return Judgement(
-            verdict, lines, boundaries=at, unexcused=at.crossed - count, explained=explained
-        )
+    unexcused = at.crossed - crossed + at.wrong - wrong
+    if unexcused:
+        return Judgement(verdict, lines, boundaries=at, unexcused=unexcused, explained=explained)
     if count:
         verdict = dataclasses.replace(
             verdict,
@@ -373,6 +422,15 @@ def by_rounding_noise(
     if moved_by_compiler <= SENSITIVITY_SLACK * moved_by_noise:
         verdict = dataclasses.replace(verdict, mismatched=0, value_mismatches=0)
     return Judgement(verdict, lines, boundaries=at, explained=explained)
+
+
+def _either(mask: Tensor | None, other: Tensor | None) -> Tensor | None:
+    return mask if other is None else other if mask is None else mask | other
+
+
+def _within(mask: Tensor | None, among: Tensor | None) -> int:
+    """How many elements of `among` `mask` holds (0 where either is None)."""
+    return 0 if mask is None or among is None else int((mask & among).sum())
 
 
 def by_eager_spread(
