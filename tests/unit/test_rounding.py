@@ -69,6 +69,20 @@ def test_a_sum_whose_terms_cancel_moves_by_the_terms_not_by_what_is_left() -> No
     assert float((sin - torch.sin(x)).abs().max()) <= 2 * torch.finfo(torch.float64).eps
 
 
+def test_an_exact_sum_moves_where_its_large_terms_absorb_small_ones_in_another_order() -> None:
+    """examples' test_ema_update on CUDA (Inductor, torch 2.11, seeds 2 and 4): an average
+    holding +-3.4e38 * 0.1 beside small whole numbers sums to exactly 0 in float64 and in
+    eager's order, and to -2 in Inductor's (partial sums holding 3.4e37 absorb the ones and
+    twos): exact in one order is not exact in every order, so the noise moves it. A sum of
+    small whole numbers whose partial sums are all exact stays."""
+    x = torch.tensor([1.0, 1.0, -2.0, 3.4e37, -3.4e37])
+    assert float(x.sum()) == 0.0 and float(x.double().sum()) == 0.0
+    assert float(x[[3, 4, 0, 1, 2]].sum()) != 0.0  # another order: 2 in torch 2.13 on the CPU
+    assert abs(float(_under_noise(0, torch.sum, x))) > 1e30
+    small = torch.tensor([1.0, 2.0, 3.0, -1.0])
+    assert torch.equal(_under_noise(0, torch.sum, small), small.sum())
+
+
 def test_a_variance_moves_by_ulps_of_itself_not_of_its_inputs_offset() -> None:
     """A variance's terms are deviations from the mean, not its input: at an offset of 2**18 a
     float32 variance of about 1 is moved by ulps of 1, so a compiler that accumulates it in float32
