@@ -188,7 +188,7 @@ def float64_reference(case: Case, so_far: Outcome) -> Outcome | None:
         judged.verdict,
         tuple(judged.lines),
         # Compiled is wrong there: only eager's rounding noise may show it is no boundary.
-        final=judged.boundaries.wrong > 0 and not _noise_judges(case, judged.verdict),
+        final=judged.boundaries.wrong > 0 and not case.evidence.noise_given,
         boundaries=judged.boundaries,
     )
 
@@ -196,11 +196,9 @@ def float64_reference(case: Case, so_far: Outcome) -> Outcome | None:
 def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
     """Rule 3 (rules.by_rounding_noise): compiled moved no further than eager's own rounding
     noise moves eager; its mirrored sample where the first does not excuse the leaf. NaN and inf
-    placement is never noise."""
+    placement is never noise, except where the noise makes eager non-finite there too."""
     scan = so_far.scan
     if case.exact or so_far.final or not case.evidence.noise_given or scan is None:
-        return None
-    if scan.mismatched != scan.value_mismatches:
         return None
     if case.evidence.reproduction(case.name, case.e).kind != "reproduced":
         return None
@@ -234,11 +232,6 @@ def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
     return Outcome(
         Verdict.FAILED, "eager's rounding noise", scan, tuple(lines), final=unexcused > 0
     )
-
-
-def _noise_judges(case: Case, verdict: Scan) -> bool:
-    """Whether rounding_noise judges a leaf the float64 reference failed with this verdict."""
-    return case.evidence.noise_given and verdict.mismatched == verdict.value_mismatches
 
 
 def run_to_run_spread(case: Case, so_far: Outcome) -> Outcome | None:

@@ -37,7 +37,8 @@ re-run from the call's snapshot reproduces eager's first result (`reproduces`):
    the perturbed and noiseless decomposed re-runs; results that are exact, and the inputs, are
    not moved: no order or precision changes them). Boundary elements where compiled equals the
    reference are excused first, one by one, where the noise takes eager across too; the rest of
-   the leaf is judged by the rms. NaN/inf placement is never excused.
+   the leaf is judged by the rms. NaN/inf placement is never excused, except compiled
+   non-finite where the noise makes eager non-finite too (a sum that overflows in another order).
 
 Where the plain re-run does not reproduce eager, a third run tells why (`by_eager_spread`):
 eager's own run-to-run spread (atomics), which compiled is judged against, or a call the
@@ -347,7 +348,12 @@ def by_rounding_noise(
     (`Boundaries.crossed_by_noise`), in this sample or, for the mirror, in the first
     (`explained_before`: a value on a kink moves across it in one direction only), and left out
     of the rms; any other crossed element is not rounding (compiled computes something else),
-    and the rms excuses nothing then."""
+    and the rms excuses nothing then. Compiled NaN or infinite where eager is finite is excused
+    only where the noise makes eager non-finite there too (a sum whose partial sums overflow in
+    another order), in this sample or the first; any other NaN/inf placement is never noise."""
+    placed = verdict.mismatched - verdict.value_mismatches
+    overflowed = _either(_overflowed(e, c, noisy) if placed else None, explained_before)
+    shown = _within(overflowed, _placement(e, c) if placed else None)
     lines = [
         "  Judged by the same noise moved the other way (every value that moved up moved down):"
         if mirrored
@@ -361,6 +367,23 @@ def by_rounding_noise(
     )
     crossed, wrong = _within(explained, at.crossed_at), _within(explained, at.wrong_at)
     count = crossed + wrong
+    if placed:
+        if shown < placed:
+            lines.append(
+                f"    NaN/inf placement differs at {placed - shown} element(s) where eager's "
+                "rounding noise leaves eager finite: never noise"
+            )
+            return Judgement(
+                verdict, lines, boundaries=at, explained=_either(explained, overflowed)
+            )
+        lines.append(
+            f"    at {placed} element(s) compiled is NaN or infinite where eager is finite, and "
+            "eager's rounding noise makes eager non-finite there too (partial sums of another "
+            "order overflow): within rounding"
+            + (" (in this sample or the first)" if explained_before is not None else "")
+        )
+        verdict = dataclasses.replace(verdict, mismatched=verdict.mismatched - placed)
+        explained = _either(explained, overflowed)
     if wrong:
         lines.append(
             f"    at {wrong} boundary element(s) compiled gets wrong, eager's rounding noise "
@@ -422,6 +445,19 @@ def by_rounding_noise(
     if moved_by_compiler <= SENSITIVITY_SLACK * moved_by_noise:
         verdict = dataclasses.replace(verdict, mismatched=0, value_mismatches=0)
     return Judgement(verdict, lines, boundaries=at, explained=explained)
+
+
+def _placement(e: Tensor, c: Tensor) -> Tensor:
+    """Flat mask: compiled NaN or infinite where eager is finite."""
+    flat_e, flat_c = e.detach().reshape(-1), c.detach().reshape(-1).to(e.device)
+    return flat_e.isfinite() & ~flat_c.isfinite()
+
+
+def _overflowed(e: Tensor, c: Tensor, noisy: Tensor) -> Tensor | None:
+    """Flat mask of the elements compiled and eager's rounding noise both make non-finite
+    where eager is finite; None where there are none."""
+    shown = _placement(e, c) & ~noisy.detach().reshape(-1).to(e.device).isfinite()
+    return shown if bool(shown.any()) else None
 
 
 def _either(mask: Tensor | None, other: Tensor | None) -> Tensor | None:

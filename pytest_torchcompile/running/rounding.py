@@ -84,6 +84,41 @@ def _absorbs(result: torch.Tensor, magnitude: float) -> torch.Tensor:
     return magnitude * torch.finfo(accumulates).eps > unit
 
 
+def _overflowing(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], results: list[Any], *, averages: bool
+) -> list[Any]:
+    """A plain sum's results, NaN where they are finite and its positive or its negative terms
+    add up past the largest value of the precision it accumulates in: some order of the sum then overflows
+    there (+-3.4e38 * 0.1 sixteen times each, as an EMA of an expanded row holding float32's
+    extremes: finite in eager's order, NaN in Inductor's on CUDA), so eager could have been
+    non-finite too."""
+    source = args[0] if args else None
+    if not isinstance(source, torch.Tensor) or source.layout != torch.strided:
+        return results
+    wide = source.detach().to(torch.float64)
+    parts = []
+    for part in (wide.clamp(min=0), wide.clamp(max=0)):
+        try:
+            total = func(part, *_widened(args[1:]), **_widened(kwargs))
+        except Exception:  # a dtype argument the float64 part does not take
+            return results
+        if not isinstance(total, torch.Tensor):
+            return results
+        # a mean's terms add up to the mean times their count before the division
+        count = source.numel() / max(total.numel(), 1) if averages else 1.0
+        parts.append(total.abs() * count)
+    out = []
+    for value in results:
+        if not isinstance(value, torch.Tensor) or value.shape != parts[0].shape:
+            out.append(value)
+            continue
+        accumulates = torch.float64 if value.dtype == torch.float64 else torch.float32
+        # (a sum already infinite in this order stays as it is: every order overflows there)
+        over = (torch.maximum(*parts) > torch.finfo(accumulates).max) & value.isfinite()
+        out.append(torch.where(over, torch.nan, value) if bool(over.any()) else value)
+    return out
+
+
 def _magnitude(tensors: list[torch.Tensor]) -> float:
     """The largest finite magnitude among `tensors`' elements (0 where there is none)."""
     finite = [t.detach().abs()[torch.isfinite(t)] for t in tensors if t.numel()]
@@ -183,6 +218,8 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
                 return moved if exact is None else torch.where(exact, value, moved)
             return value
 
+        if name in _SUMS and largest > 1:
+            results = _overflowing(func, args, kwargs, results, averages=name == "mean")
         moved = [move(value, mask) for value, mask in zip(results, exact, strict=True)]
         return type(result)(moved) if isinstance(result, tuple | list) else moved[0]
 

@@ -1163,3 +1163,27 @@ def test_a_whole_number_an_ill_conditioned_sum_lands_on_is_no_boundary() -> None
         perturbed=lambda: side(torch.tensor(2.0e32)),
     )
     assert "an ill-conditioned value" in " ".join(report.notes)
+
+
+def test_nan_where_eager_s_rounding_noise_overflows_too_is_excused_and_nowhere_else() -> None:
+    """examples' test_ema_update on CUDA (seed 2): a sum whose sixteen terms of 3.4e37 overflow
+    in Inductor's order (NaN) and not in eager's (17.5, as float64). Eager's rounding noise
+    makes that sum NaN too (one sign's terms add up past float32's largest), so the NaN is
+    another order's; NaN where the noise leaves eager finite is never noise."""
+    eager, compiled = torch.tensor([17.5, 1.0]), torch.tensor([float("nan"), 1.0])
+    reference = lambda: side(torch.tensor([17.5, 1.0], dtype=torch.float64))  # noqa: E731
+    report = passes(
+        side(eager),
+        side(compiled),
+        reference=reference,
+        perturbed=lambda: side(torch.tensor([float("nan"), 1.0])),
+    )
+    assert "partial sums of another order overflow" in " ".join(report.notes)
+    message = fails(
+        r"NaN/inf",
+        side(eager),
+        side(compiled),
+        reference=reference,
+        perturbed=lambda: side(torch.tensor([17.5, 1.0])),
+    )
+    assert "where eager's rounding noise leaves eager finite: never noise" in message

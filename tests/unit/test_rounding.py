@@ -83,6 +83,24 @@ def test_an_exact_sum_moves_where_its_large_terms_absorb_small_ones_in_another_o
     assert torch.equal(_under_noise(0, torch.sum, small), small.sum())
 
 
+def test_a_sum_whose_terms_overflow_in_another_order_is_nan_under_the_noise() -> None:
+    """examples' test_ema_update on CUDA (Inductor, torch 2.11, seed 2): an EMA of an expanded
+    row holding float32's extremes holds +-3.4e37 sixteen times each; eager's order sums it to
+    17.5, Inductor's adds one sign's sixteen first and overflows (NaN). The noisy sum is NaN
+    wherever one sign's terms add up past the largest float32, finite elsewhere."""
+    big = torch.tensor([3.4e37] * 16 + [-3.4e37] * 16 + [1.0] * 4)
+    assert torch.isfinite(big.sum()) and not torch.isfinite(big[:16].sum())
+    for reduce in (torch.sum, torch.mean, torch.nansum):
+        assert torch.isnan(_under_noise(0, reduce, big)), reduce
+    rows = torch.stack([big, torch.ones(36)])
+    per_row = _under_noise(0, lambda t: t.sum(dim=1), rows)
+    assert torch.isnan(per_row[0]) and torch.isfinite(per_row[1])
+    fits = torch.tensor([3.4e37] * 9 + [-3.4e37] * 9)  # 9 of them stay under 3.4e38
+    assert torch.isfinite(_under_noise(0, torch.sum, fits))
+    with RoundingNoise(0, noise=False):  # the noiseless base is eager's own sum
+        assert torch.equal(torch.sum(big), big.sum())
+
+
 def test_a_variance_moves_by_ulps_of_itself_not_of_its_inputs_offset() -> None:
     """A variance's terms are deviations from the mean, not its input: at an offset of 2**18 a
     float32 variance of about 1 is moved by ulps of 1, so a compiler that accumulates it in float32
