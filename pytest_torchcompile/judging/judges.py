@@ -202,6 +202,13 @@ def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
         return None
     if case.evidence.reproduction(case.name, case.e).kind != "reproduced":
         return None
+    placed = scan.mismatched - scan.value_mismatches
+    if placed and placed != rules.compiled_overflows(case.e, case.c):
+        # NaN/inf placement of another kind (eager non-finite, NaN against inf): never noise
+        wrong = so_far.boundaries.wrong > 0
+        return (
+            Outcome(Verdict.FAILED, "eager's rounding noise", scan, final=True) if wrong else None
+        )
     lines: list[str] = []
     unexcused = so_far.boundaries.wrong  # where no sample judges them, they stand
     explained: Tensor | None = None  # boundary elements the first sample explained

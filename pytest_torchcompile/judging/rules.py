@@ -453,6 +453,11 @@ def _placement(e: Tensor, c: Tensor) -> Tensor:
     return flat_e.isfinite() & ~flat_c.isfinite()
 
 
+def compiled_overflows(e: Tensor, c: Tensor) -> int:
+    """How many elements compiled has NaN or infinite where eager is finite."""
+    return int(_placement(e, c).sum())
+
+
 def _overflowed(e: Tensor, c: Tensor, noisy: Tensor) -> Tensor | None:
     """Flat mask of the elements compiled and eager's rounding noise both make non-finite
     where eager is finite; None where there are none."""

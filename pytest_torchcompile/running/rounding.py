@@ -88,10 +88,10 @@ def _overflowing(
     func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], results: list[Any], *, averages: bool
 ) -> list[Any]:
     """A plain sum's results, NaN where they are finite and its positive or its negative terms
-    add up past the largest value of the precision it accumulates in: some order of the sum then overflows
-    there (+-3.4e38 * 0.1 sixteen times each, as an EMA of an expanded row holding float32's
-    extremes: finite in eager's order, NaN in Inductor's on CUDA), so eager could have been
-    non-finite too."""
+    add up past the largest value of the precision it accumulates in: some order of the sum
+    overflows there (+-3.4e38 * 0.1 sixteen times each, as an EMA of an expanded row holding
+    float32's extremes: finite in eager's order, NaN in Inductor's on CUDA), so eager could
+    have been non-finite too."""
     source = args[0] if args else None
     if not isinstance(source, torch.Tensor) or source.layout != torch.strided:
         return results

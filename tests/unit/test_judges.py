@@ -200,3 +200,14 @@ def test_the_excuse_audit_fails_every_excused_leaf(monkeypatch: pytest.MonkeyPat
     audited = judges.judge(case(e, e + 2.5e-3, Evidence(noisy=e + 1e-3)))
     assert audited.verdict is Verdict.FAILED
     assert "Excused by the eager's rounding noise rule, failed by" in audited.lines[0]
+
+
+def test_compiled_nan_is_noise_only_where_eager_is_finite_and_its_noise_overflows() -> None:
+    nan, inf = float("nan"), float("inf")
+    overflows = Evidence(noisy=torch.tensor([nan, 1.0]))
+    leaf = case(torch.tensor([17.5, 1.0]), torch.tensor([nan, 1.0]), overflows)
+    excused = judges.rounding_noise(leaf, first(leaf))
+    assert excused is not None and excused.verdict is Verdict.EXCUSED
+    # NaN against eager's inf is another kind of placement: the noise is not asked.
+    other = case(torch.tensor([inf, 1.0]), torch.tensor([nan, 1.0]), overflows)
+    assert judges.rounding_noise(other, first(other)) is None
