@@ -179,14 +179,11 @@ class Boundaries:
         side: 1 ulp), eager's value is exact there and proves nothing."""
         if self.crossed_at is None or self.answer is None:
             return None
-        device = self.answer.device
-        flat_e, flat_noisy, flat_base = (
-            t.detach().reshape(-1).to(device=device, dtype=torch.float64) for t in (e, noisy, base)
-        )
+        flat_e, flat_noisy, flat_base = _flat64(self.answer.device, e, noisy, base)
         across = flat_noisy == self.answer
         noise = (flat_noisy - flat_base).abs()
         moved = SENSITIVITY_SLACK * noise >= (flat_e - self.answer).abs()
-        ulp = _ulp(e.detach().reshape(-1)).to(device=device, dtype=torch.float64)
+        ulp = _ulp(e.detach().reshape(-1)).to(device=self.answer.device, dtype=torch.float64)
         residue = noise > RESIDUE_ULPS * ulp
         explained = self.crossed_at & (across | moved | residue)
         if bool(explained.any()) and self.cancels:
@@ -206,11 +203,7 @@ class Boundaries:
         None where there are none."""
         if self.wrong_at is None:
             return None
-        device = self.wrong_at.device
-        flat_e, flat_c, flat_noisy, flat_base = (
-            t.detach().reshape(-1).to(device=device, dtype=torch.float64)
-            for t in (e, c, noisy, base)
-        )
+        flat_e, flat_c, flat_noisy, flat_base = _flat64(self.wrong_at.device, e, c, noisy, base)
         noise = (flat_noisy - flat_base).abs()
         ill = self.wrong_at & (noise > ILL_CONDITIONED * (flat_c - flat_e).abs())
         return ill if bool(ill.any()) else None
@@ -352,8 +345,9 @@ def by_rounding_noise(
     only where the noise makes eager non-finite there too (a sum whose partial sums overflow in
     another order), in this sample or the first; any other NaN/inf placement is never noise."""
     placed = verdict.mismatched - verdict.value_mismatches
-    overflowed = _either(_overflowed(e, c, noisy) if placed else None, explained_before)
-    shown = _within(overflowed, _placement(e, c) if placed else None)
+    placement = _placement(e, c) if placed else None
+    overflowed = _either(_overflowed(placement, noisy), explained_before)
+    shown = _within(overflowed, placement)
     lines = [
         "  Judged by the same noise moved the other way (every value that moved up moved down):"
         if mirrored
@@ -458,11 +452,18 @@ def compiled_overflows(e: Tensor, c: Tensor) -> int:
     return int(_placement(e, c).sum())
 
 
-def _overflowed(e: Tensor, c: Tensor, noisy: Tensor) -> Tensor | None:
-    """Flat mask of the elements compiled and eager's rounding noise both make non-finite
-    where eager is finite; None where there are none."""
-    shown = _placement(e, c) & ~noisy.detach().reshape(-1).to(e.device).isfinite()
+def _overflowed(placement: Tensor | None, noisy: Tensor) -> Tensor | None:
+    """Flat mask of the elements of `placement` (`_placement`: compiled non-finite where eager
+    is finite) eager's rounding noise makes non-finite too; None where there are none."""
+    if placement is None:
+        return None
+    shown = placement & ~noisy.detach().reshape(-1).to(placement.device).isfinite()
     return shown if bool(shown.any()) else None
+
+
+def _flat64(device: torch.device, *tensors: Tensor) -> tuple[Tensor, ...]:
+    """Each tensor flattened, in float64, on `device`."""
+    return tuple(t.detach().reshape(-1).to(device=device, dtype=torch.float64) for t in tensors)
 
 
 def _either(mask: Tensor | None, other: Tensor | None) -> Tensor | None:

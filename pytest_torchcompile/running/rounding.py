@@ -46,6 +46,11 @@ _SELECTIONS = frozenset(
 _SUMS = frozenset({"sum", "nansum", "mean"})
 
 
+def _accumulates(dtype: torch.dtype) -> torch.dtype:
+    """The precision a sum of `dtype` accumulates in: float32 for float16 and bfloat16 too."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
 def _moved(
     t: torch.Tensor, salt: int, terms: float, opposite: bool = False, magnitude: float = 0.0
 ) -> torch.Tensor:
@@ -63,7 +68,7 @@ def _moved(
     sign = ((mixed >> 40) & 1).to(torch.float64) * 2 - 1
     if opposite:
         sign = -sign
-    accumulates = torch.float64 if t.dtype == torch.float64 else torch.float32
+    accumulates = _accumulates(t.dtype)
     shift = max(torch.finfo(t.dtype).eps, torch.finfo(accumulates).eps * math.sqrt(terms))
     if terms > 1 and magnitude > 0:
         step = torch.maximum(wide.abs() * shift, torch.tensor(magnitude * shift, dtype=wide.dtype))
@@ -78,7 +83,7 @@ def _absorbs(result: torch.Tensor, magnitude: float) -> torch.Tensor:
     term absorbs small ones, so that another order leaves another result, however exactly the
     float64 sum of this order came out (+-3.4e38 * 0.1 and small whole numbers: 0 in float64
     and in eager's order, -2 in Inductor's on CUDA)."""
-    accumulates = torch.float64 if result.dtype == torch.float64 else torch.float32
+    accumulates = _accumulates(result.dtype)
     own = torch.finfo(result.dtype)
     unit = result.detach().abs().to(torch.float64).clamp(min=own.tiny) * own.eps
     return magnitude * torch.finfo(accumulates).eps > unit
@@ -112,7 +117,7 @@ def _overflowing(
         if not isinstance(value, torch.Tensor) or value.shape != parts[0].shape:
             out.append(value)
             continue
-        accumulates = torch.float64 if value.dtype == torch.float64 else torch.float32
+        accumulates = _accumulates(value.dtype)
         # (a sum already infinite in this order stays as it is: every order overflows there)
         over = (torch.maximum(*parts) > torch.finfo(accumulates).max) & value.isfinite()
         out.append(torch.where(over, torch.nan, value) if bool(over.any()) else value)
