@@ -1,4 +1,5 @@
 """The only module that touches private torch names; each use is guarded for torch 2.11 and 2.13.
+(One private Hypothesis name too, at the end: the literals it collects from the code under test.)
 
 Everything else in the plugin goes through these small functions, so a torch upgrade that moves
 an internal breaks one place, with a clear error, instead of many.
@@ -1108,3 +1109,18 @@ def compile_cache_counts() -> dict[str, int]:
         for name, count in counters[group].items()
         if name.startswith(("autograd_cache_", "fxgraph_cache_"))
     }
+
+
+# --- Hypothesis (strategies) ---
+
+
+def hypothesis_local_floats() -> tuple[float, ...] | None:
+    """The float literals Hypothesis has collected from the local modules loaded so far (not
+    test files, not installed packages: its own rule), which it returns now and then where a
+    strategy draws a float; None where this Hypothesis keeps no such collection."""
+    try:
+        from hypothesis.internal.conjecture.providers import _get_local_constants
+
+        return tuple(_get_local_constants().floats)
+    except Exception:  # another Hypothesis: the caller draws floats for them instead
+        return None

@@ -25,7 +25,7 @@ import dataclasses
 import functools
 import inspect
 import math
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeAlias, TypedDict, TypeVar, Unpack, get_args
 
@@ -34,6 +34,7 @@ from hypothesis import currently_in_test_context, note
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
+from pytest_torchcompile import _compat
 from pytest_torchcompile.judging import edges
 from pytest_torchcompile.tensor_text import describe
 
@@ -1152,23 +1153,39 @@ def _distributions(
 _SEEDS = st.integers(0, 2**32 - 1)
 
 # The program's own constants (a margin, a threshold) reach the ties lattice through Hypothesis:
-# of the floats it draws, about one in seven is a literal it collected from the code under test
-# (local modules other than test files; half of those, Hypothesis's own constants). Each ties
-# draw takes this many floats and keeps the short decimals among them, as programs write them.
+# it collects the literals of the code under test (local modules other than test files) and
+# returns one now and then where a strategy draws a float. Where this Hypothesis shows that
+# collection, each ties draw puts all its short decimals on the lattice (there is nothing to
+# draw: a margin written once in the model is on every ties lattice); elsewhere it draws this
+# many floats and keeps the short decimals among them (about one float in fourteen is a local
+# literal, so a program with a dozen float literals has any one of them in about half).
 _LITERAL_DRAWS = 160
 _LITERAL_FLOATS = st.floats(min_value=2.0**-10, max_value=2.0**10)
 
 
-def _literals(drawn: Sequence[float]) -> tuple[float, ...]:
+def _literals(drawn: Iterable[float]) -> tuple[float, ...]:
     """The short decimals of `drawn` (three significant digits, not whole: the lattice of 1
-    holds those) that are not lattice steps yet."""
-    short = {x for x in drawn if float(f"{x:.3g}") == x and x != round(x)} - set(edges.STEPS)
-    return tuple(sorted(short))
+    holds those) that are not lattice steps yet, as magnitudes within `_LITERAL_FLOATS`'s."""
+    magnitudes = {abs(x) for x in drawn if 2.0**-10 <= abs(x) <= 2.0**10}
+    short = {x for x in magnitudes if float(f"{x:.3g}") == x and x != round(x)}
+    return tuple(sorted(short - set(edges.STEPS)))
 
 
-_PROGRAM_LITERALS = st.lists(_LITERAL_FLOATS, min_size=_LITERAL_DRAWS, max_size=_LITERAL_DRAWS).map(
+@functools.lru_cache(maxsize=8)
+def _collected_literals(collected: tuple[float, ...]) -> tuple[float, ...]:
+    return _literals(collected)
+
+
+_DRAWN_LITERALS = st.lists(_LITERAL_FLOATS, min_size=_LITERAL_DRAWS, max_size=_LITERAL_DRAWS).map(
     _literals
 )
+
+
+def _program_literals() -> st.SearchStrategy[tuple[float, ...]]:
+    """The program's short decimals: those Hypothesis has collected so far (modules load as the
+    tests run, so this is asked at each draw), or drawn as floats where it does not say."""
+    collected = _compat.hypothesis_local_floats()
+    return _DRAWN_LITERALS if collected is None else st.just(_collected_literals(collected))
 
 
 @dataclass(frozen=True)
@@ -1187,7 +1204,7 @@ def _plans(draw: st.DrawFn, on: tuple[EdgeClass, ...], ties: int) -> _Plan:
     for ties, the program's literals."""
     dist = draw(_distributions(True, False, on, ties))
     steps = draw(_SEEDS) if dist in _STEPPED else 0
-    return _Plan(dist, steps, draw(_PROGRAM_LITERALS) if dist == "ties" else ())
+    return _Plan(dist, steps, draw(_program_literals()) if dist == "ties" else ())
 
 
 def _group_plans(on: tuple[EdgeClass, ...]) -> st.SearchStrategy[_Plan]:

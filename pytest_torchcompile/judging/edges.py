@@ -5,7 +5,7 @@ dtype's range, yet real miscompiles live there (each class from a real upstream 
 
 - `ties`: values on a lattice ``k * step`` (k in -2..2, zeros of either sign), `step` a short
   decimal constant of the kind programs are written with (1, 0.1, 0.5, ...), or one of the
-  program's own literals that Hypothesis drew, rounded to the dtype: equal elements, +-0, the
+  program's own literals that Hypothesis collected, rounded to the dtype: equal elements, +-0, the
   kinks of relu/clamp/hinge/abs/max, and tensors of one group whose elements differ by exactly
   such a constant (a bfloat16 ``margin_ranking_loss`` gradient is wrong exactly where ``x1 - x2``
   equals the margin);
@@ -36,7 +36,9 @@ _STEP_WEIGHTS = (2.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0)  # the commonest litera
 _SUM_STEPS = tuple(s for s in STEPS if (1 / s) == round(1 / s))  # steps that divide 1 exactly
 
 LITERAL_WEIGHT = 2.0
-"""Each program literal's weight on the lattice, as the commonest steps' (1 has 2, 0.1 has 3)."""
+"""Each program literal's weight on the lattice, as the commonest steps' (1 has 2, 0.1 has 3),
+while the literals together weigh no more than the steps: a program of many literals shares
+that weight among them, and the common constants keep half the lattice."""
 
 
 def _generator(seed: int) -> torch.Generator:
@@ -55,8 +57,11 @@ def _constants(
     literals: tuple[float, ...] = (),
 ) -> torch.Tensor:
     """One constant of `table` or `literals` per position, rounded to `dtype` (as a program's
-    literal is); each of the `literals` weighs `LITERAL_WEIGHT`."""
-    weights = list(_STEP_WEIGHTS[: len(table)]) + [LITERAL_WEIGHT] * len(literals)
+    literal is); each of the `literals` weighs `LITERAL_WEIGHT`, or their share of the steps'
+    weight where that is less."""
+    weights = list(_STEP_WEIGHTS[: len(table)])
+    if literals:
+        weights += [min(LITERAL_WEIGHT, sum(weights) / len(literals))] * len(literals)
     picked = torch.multinomial(
         torch.tensor(weights, dtype=torch.float64),
         max(n, 1),

@@ -20,7 +20,9 @@ from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument, NoSuchExample
 
+from pytest_torchcompile import _compat
 from pytest_torchcompile import strategies as tcst
+from pytest_torchcompile.judging import edges
 from pytest_torchcompile.strategies import Layout, TensorSpec, Values, build_tensor, describe
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
@@ -594,19 +596,18 @@ from pytest_torchcompile import strategies as tcst
 
 groups = draws.examples(tcst, tcst.tensor_groups(2, dtypes=torch.bfloat16, broadcast=False), 0, 300)
 margin = torch.tensor(0.73, dtype=torch.bfloat16)
-hits = [
-    bool(((a - b) == margin).any())
-    for (a, spec), (b, _) in groups
-    if 0.73 in spec.values.literals
-]
-print(json.dumps(hits))
+tied = [(a, b, spec) for (a, spec), (b, _) in groups if spec.values.dist == "ties"]
+print(json.dumps({
+    "hits": [bool(((a - b) == margin).any()) for a, b, spec in tied if 0.73 in spec.values.literals],
+    "tied": len(tied),
+}))
 """
 
 
 def test_a_literal_of_the_code_under_test_reaches_the_ties_lattice(tmp_path: Path) -> None:
-    """Hypothesis collects the literals of local modules other than test files and returns one
-    now and then where a strategy draws a float: a margin of 0.73 (no lattice step) in the code
-    under test becomes a difference between the tensors of a group.
+    """Hypothesis collects the literals of local modules other than test files: a margin of 0.73
+    (no lattice step) in the code under test is on the lattice of every ties draw, and becomes a
+    difference between the tensors of a group.
 
     In a fresh interpreter: in this one the pool also holds the literals of every test module
     collected, so which examples hold 0.73 would depend on the tests run."""
@@ -622,8 +623,46 @@ def test_a_literal_of_the_code_under_test_reaches_the_ties_lattice(tmp_path: Pat
         env={**os.environ, "PYTHONPATH": path},
     )
     assert done.returncode == 0, done.stderr
-    hits = json.loads(done.stdout.splitlines()[-1])
-    assert len(hits) >= 5 and any(hits), hits
+    found = json.loads(done.stdout.splitlines()[-1])
+    expected = found["tied"] if _compat.hypothesis_local_floats() is not None else 5
+    assert len(found["hits"]) >= expected and any(found["hits"]), found
+
+
+def _tied_literals(monkeypatch: pytest.MonkeyPatch, collected: Any) -> list[tuple[float, ...]]:
+    """The literals on the lattice of each ties draw of 100 group examples, where Hypothesis
+    shows `collected` as its collection of the program's float literals."""
+    monkeypatch.setattr(_compat, "hypothesis_local_floats", lambda: collected)
+    groups = draws.examples(tcst, tcst.tensor_groups(2, dtypes=torch.bfloat16), 0, 100)
+    return [spec.values.literals for (_, spec), _ in groups if spec.values.dist == "ties"]
+
+
+def test_the_program_s_short_decimals_are_on_every_ties_lattice(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Magnitudes of short decimals within 2**-10..2**10, not whole, not a lattice step already.
+    collected = (0.73, -2.9, 2.9, 3.0, 0.1, 1e-5, 5000.5, 0.123456, 1.1)
+    tied = _tied_literals(monkeypatch, collected)
+    assert tied and all(literals == (0.73, 1.1, 2.9) for literals in tied), tied
+    # A Hypothesis that shows no collection: floats are drawn, and it returns its literals now
+    # and then, of which the short decimals are kept.
+    tied = _tied_literals(monkeypatch, None)
+    assert tied and all(float(f"{x:.3g}") == x for literals in tied for x in literals), tied
+
+
+def test_many_literals_share_half_the_lattice_and_one_weighs_as_a_common_step() -> None:
+    """A program of many literals does not crowd out the common constants (0.1, 0.5, ...): the
+    literals together weigh what the steps do; one literal weighs as 1 does (2 of the steps'
+    11)."""
+
+    def share(literals: tuple[float, ...]) -> float:
+        values = edges.ties(20_000, 3, 7, torch.float64, literals).abs()
+        values = values[values != 0]  # k = 0: no step shows
+        steps = torch.tensor(literals, dtype=torch.float64)
+        on_literal = torch.isin(values, steps) | torch.isin(values, 2 * steps)
+        return float(on_literal.sum()) / values.numel()
+
+    assert abs(share((0.73,)) - edges.LITERAL_WEIGHT / 13) < 0.02
+    assert abs(share(tuple(0.7 + k / 1000 for k in range(1, 101))) - 0.5) < 0.02
 
 
 def test_defaults_reach_every_case_in_100_examples() -> None:
