@@ -5,6 +5,7 @@
     python benchmarks/overhead.py --device cuda --backend inductor --profile   # GPU, all four
     python benchmarks/overhead.py --cprofile --only MLP                # cProfile per plugin function
     python benchmarks/overhead.py --startup                            # plugin start-up only
+    python benchmarks/overhead.py --backend inductor --hand-tolerances # at the hand check's rtol/atol
 
 The hand-written check deep-copies the model once and compiles the copy; each call then runs
 eager forward + backward on the model, compiled forward + backward on the copy with the same
@@ -213,9 +214,10 @@ def _count_reruns(plugin: Callable[[], None], calls: int) -> float:
 
 
 def _pair(
-    case: Case, backend: str, device: str, alarms: list[str]
+    case: Case, backend: str, device: str, alarms: list[str], hand_tolerances: bool = False
 ) -> tuple[Callable[[], None], Callable[[], None]]:
-    """The hand-written check and the plugin's on two copies of one model, not yet compiled."""
+    """The hand-written check and the plugin's on two copies of one model, not yet compiled;
+    `hand_tolerances`: the plugin's at the hand-written check's tolerances, not its defaults."""
     from pytest_torchcompile.runner import Checker
     from pytest_torchcompile.settings import Settings
 
@@ -223,7 +225,8 @@ def _pair(
     hand_model = case.make().to(device)
     plugin_model = copy.deepcopy(hand_model)
     x = torch.randn(case.shape, device=device)
-    checker = Checker(Settings(backend=backend))
+    tolerances = {"rtol": TOLERANCE, "atol": TOLERANCE} if hand_tolerances else {}
+    checker = Checker(Settings(backend=backend, **tolerances))
     hand = _hand_written(hand_model, x, backend, alarms)
 
     def plugin() -> None:
@@ -233,7 +236,12 @@ def _pair(
 
 
 def measure(
-    case: Case, backend: str, device: str, repeats: int, clock: Callable[[], float]
+    case: Case,
+    backend: str,
+    device: str,
+    repeats: int,
+    clock: Callable[[], float],
+    hand_tolerances: bool = False,
 ) -> Result:
     from pytest_torchcompile.counting.accounting import Accountant
     from pytest_torchcompile.runner import isolated
@@ -241,7 +249,7 @@ def measure(
     cuda = device == "cuda"
     alarms: list[str] = []
     with isolated(Accountant()):
-        hand, plugin = _pair(case, backend, device, alarms)
+        hand, plugin = _pair(case, backend, device, alarms, hand_tolerances)
         for _ in range(3):  # compile, then warm both
             hand()
             plugin()
@@ -291,6 +299,7 @@ def run_overhead(options: argparse.Namespace) -> None:
         f"backend {options.backend}, {torch.get_num_threads()} torch thread(s), plugin from "
         f"{Path(pytest_torchcompile.__file__).parent}, {options.clock} time, median of "
         f"{options.repeats} warm calls, interleaved"
+        + (f"; the plugin at rtol=atol={TOLERANCE:g}" if options.hand_tolerances else "")
     )
     memory = "peak CUDA memory" if cuda else "peak / allocated CPU memory (profiler)"
     launches = "CUDA kernels per call" if cuda else "ATen ops per call"
@@ -302,7 +311,9 @@ def run_overhead(options: argparse.Namespace) -> None:
     notes: list[str] = []
     for case in _selected(options):
         clock = time.process_time if options.clock == "cpu" else time.perf_counter
-        r = measure(case, options.backend, options.device, options.repeats, clock)
+        r = measure(
+            case, options.backend, options.device, options.repeats, clock, options.hand_tolerances
+        )
         if cuda:
             hand_mem, plugin_mem = _mib(r.hand_peak), _mib(r.plugin_peak)
         else:
@@ -497,6 +508,12 @@ def main() -> None:
         help="only cProfile the plugin's functions over warm calls",
     )
     parser.add_argument("--top", type=int, default=25, help="rows of each profile table")
+    parser.add_argument(
+        "--hand-tolerances",
+        action="store_true",
+        help="the plugin at the hand-written check's rtol and atol, not assert_close's defaults "
+        "(what the float64 reference of a leaf outside the defaults costs)",
+    )
     options = parser.parse_args()
     torch.set_num_threads(options.threads)
     if options.startup:
