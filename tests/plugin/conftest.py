@@ -12,14 +12,14 @@ from hypothesis import settings
 
 settings.register_profile("parity-ci", derandomize=True, database=None)
 settings.register_profile("parity-few", derandomize=True, database=None, max_examples=8)
-settings.register_profile("parity-ci-300", derandomize=True, database=None, max_examples=300)
+settings.register_profile("parity-ci-500", derandomize=True, database=None, max_examples=500)
 """
 
 
 @pytest.fixture
 def hypothesis_pytester(pytester: pytest.Pytester) -> Iterator[pytest.Pytester]:
     """pytester whose runs can pass --hypothesis-profile=parity-ci (derandomized, no example
-    database, otherwise Hypothesis's defaults), parity-ci-300 (300 examples) or parity-few (8
+    database, otherwise Hypothesis's defaults), parity-ci-500 (500 examples) or parity-few (8
     examples).
 
     Inline runs share this process, and Hypothesis's profile and its default example database

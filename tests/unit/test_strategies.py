@@ -549,9 +549,9 @@ def test_values_do_not_shrink_to_all_zeros() -> None:
 # --- defaults reach the inputs where compilers go wrong -------------------------------------
 
 
-def _specs(strategy: st.SearchStrategy[Any], n: int = 200) -> list[TensorSpec]:
-    """The specs of the tensors of `n` examples of `strategy` at seed 0."""
-    return [spec for group in draws.examples(tcst, strategy, 0, n) for _, spec in group]
+def _specs(strategy: st.SearchStrategy[Any], n: int = 200, seed: int = 0) -> list[TensorSpec]:
+    """The specs of the tensors of `n` examples of `strategy` at `seed`."""
+    return [spec for group in draws.examples(tcst, strategy, seed, n) for _, spec in group]
 
 
 def test_float64_draws_no_extremes_of_its_own_but_narrower_dtypes_and_bounds_do() -> None:
@@ -572,7 +572,9 @@ def test_float64_draws_no_extremes_of_its_own_but_narrower_dtypes_and_bounds_do(
 
 
 def test_the_default_mix_holds_integers_and_bools_but_no_gradients_for_them() -> None:
-    drawn = {spec.dtype for spec in _specs(tcst.tensors())}
+    # Three seeds: one run of 200 examples misses a dtype drawn in one example of twenty now and
+    # then (int64 at seed 0 with Hypothesis 6.155, int8 at seed 4, uint8 at seed 5).
+    drawn = {spec.dtype for seed in (0, 1, 2) for spec in _specs(tcst.tensors(), seed=seed)}
     assert {torch.int64, torch.int8, torch.uint8, torch.bool} <= drawn
     assert torch.float32 in drawn and not drawn & set(tcst.COMPLEX_DTYPES)
     grads = {spec.dtype for spec in _specs(tcst.tensors(requires_grad=True), 100)}
