@@ -1160,13 +1160,14 @@ _SEEDS = st.integers(0, 2**32 - 1)
 # many floats and keeps the short decimals among them (about one float in fourteen is a local
 # literal, so a program with a dozen float literals has any one of them in about half).
 _LITERAL_DRAWS = 160
-_LITERAL_FLOATS = st.floats(min_value=2.0**-10, max_value=2.0**10)
+_LITERAL_LOW, _LITERAL_HIGH = 2.0**-10, 2.0**10  # the magnitudes of literals the lattice takes
+_LITERAL_FLOATS = st.floats(min_value=_LITERAL_LOW, max_value=_LITERAL_HIGH)
 
 
 def _literals(drawn: Iterable[float]) -> tuple[float, ...]:
     """The short decimals of `drawn` (three significant digits, not whole: the lattice of 1
-    holds those) that are not lattice steps yet, as magnitudes within `_LITERAL_FLOATS`'s."""
-    magnitudes = {abs(x) for x in drawn if 2.0**-10 <= abs(x) <= 2.0**10}
+    holds those) that are not lattice steps yet, as magnitudes within the literals' bounds."""
+    magnitudes = {abs(x) for x in drawn if _LITERAL_LOW <= abs(x) <= _LITERAL_HIGH}
     short = {x for x in magnitudes if float(f"{x:.3g}") == x and x != round(x)}
     return tuple(sorted(short - set(edges.STEPS)))
 
