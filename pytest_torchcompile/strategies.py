@@ -1071,13 +1071,15 @@ class Values(_Compact):
 
     def _signs(self, values: torch.Tensor, low: float | None, high: float | None) -> torch.Tensor:
         """Flat `values` made positive and sprinkled with zeros as switched, then fitted to the
-        bounds."""
-        if self.positive:
-            values = values.abs()
-            values = torch.where(values == 0, torch.ones_like(values), values)
+        bounds, positive ones from above 0 (reflected and wrapped at 127, the magnitudes of a
+        wide int8 came back negative about half the time)."""
         if self.zeros:
             values = torch.where(self._zeros(values.shape), torch.zeros_like(values), values)
-        return _fit(values, low, high)
+        if not self.positive or (high is not None and high <= 0):  # no positive value fits
+            return _fit(values, low, high)
+        floor = 0 if values.is_floating_point() else 1
+        fitted = _fit(values.abs(), floor if low is None else max(low, floor), high)
+        return torch.where(fitted == 0, 1 if high is None else min(1, high), fitted)
 
     def _zeros(self, shape: Shape) -> torch.Tensor:
         """About half of the positions, from their own stream of `seed`."""
@@ -1236,6 +1238,8 @@ def _values(
         kind
         for kind in _special_kinds(dtype, low, high, *options.allow)
         if ("nan_inf" if kind in _NAN_INF else "specials") in on
+        # All positive stays all positive (NaN aside): no int8 -128 or uint8 0 planted there.
+        and (sign != "positive" or not _special_value(kind, dtype, low, high) <= 0)
     )
     planting = bool(kinds) and n > 0
     inexact = dtype.is_floating_point or dtype.is_complex

@@ -589,6 +589,22 @@ def test_positive_and_zeros_are_drawn_and_switched_off_by_their_keywords(sign: s
     assert bool((made > 0).all()) if sign == "positive" else 16 < int((made == 0).sum()) < 48
 
 
+def test_an_all_positive_tensor_stays_positive_in_range_and_with_specials() -> None:
+    """Fitting values into the dtype's range and planting specials keep an all-positive tensor
+    positive (NaN aside): a wide int8's magnitudes wrapped at 127, or an int8 -128 or uint8 0
+    planted there, made it hold negatives or zeros."""
+    positive = [
+        spec
+        for dtype in (torch.int8, torch.uint8, torch.float16, torch.float32)
+        for spec in _specs(tcst.tensors(dtypes=dtype, specials=True, zeros=False), 100)
+        if spec.values.positive and spec.shape
+    ]
+    assert sum(bool(spec.values.specials) for spec in positive) > 20
+    for spec in positive:
+        made = build_tensor(spec)
+        assert bool(((made > 0) | made.isnan()).all()), spec
+
+
 _LITERAL_PROBE = """
 import json, sys
 import torch
