@@ -595,7 +595,8 @@ def test_an_all_positive_tensor_stays_positive_in_range_and_with_specials() -> N
     planted there, made it hold negatives or zeros."""
     positive = [
         spec
-        for dtype in (torch.int8, torch.uint8, torch.float16, torch.float32)
+        # Not float16: a value under its smallest normal (6e-5) becomes +0, as documented.
+        for dtype in (torch.int8, torch.uint8, torch.float32)
         for spec in _specs(tcst.tensors(dtypes=dtype, specials=True, zeros=False), 100)
         if spec.values.positive and spec.shape
     ]
