@@ -188,7 +188,8 @@ def examples(
 ) -> Iterator[list[tuple[torch.Tensor, Any]]]:
     """The tensors (with their specs) of each of `n` examples Hypothesis runs at seed `at`."""
     specs: dict[int, Any] = {}
-    build = module.build_tensor
+    home = sys.modules[module.tensors.__module__]  # where tensors() builds them, in a package too
+    build = home.build_tensor
 
     def recording(spec: Any) -> torch.Tensor:
         tensor = build(spec)
@@ -209,11 +210,11 @@ def examples(
     def collect(value: Any) -> None:
         drawn.append(value)
 
-    module.build_tensor = recording
+    home.build_tensor = recording
     try:
         collect()
     finally:
-        module.build_tensor = build
+        home.build_tensor = build
     for value in drawn:
         group = value if isinstance(value, tuple) else (value,)
         yield [(t, specs[id(t)]) for t in group]
