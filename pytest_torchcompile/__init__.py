@@ -19,6 +19,7 @@ __all__ = [
     "ParityError",
     "ParityResult",
     "RecompileLimitExceeded",
+    "UncheckableCallError",
     "UncopyableInputError",
     "UnusedCheckerError",
     "__version__",
@@ -33,6 +34,7 @@ from pytest_torchcompile.errors import (
     GraphBreakBudgetExceeded,
     ParityError,
     RecompileLimitExceeded,
+    UncheckableCallError,
     UncopyableInputError,
     UnusedCheckerError,
 )

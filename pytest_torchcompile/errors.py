@@ -55,6 +55,14 @@ class UncopyableInputError(TypeError):
     """
 
 
+class UncheckableCallError(TypeError):
+    """The call cannot be checked as given (it returns an iterator, or holds meta tensors); the
+    message names the part and what to do.
+
+    A misuse, not a verdict on the compiler: no stage is blamed and no repro is written.
+    """
+
+
 def first_line(exc: BaseException) -> str:
     """`Type: the first line of the message`, for one-line summaries of an exception."""
     text = str(exc).strip().splitlines()

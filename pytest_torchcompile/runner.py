@@ -37,7 +37,7 @@ from pytest_torchcompile.judging.messages import (
     inputs_note,
     rejection_note,
 )
-from pytest_torchcompile.running import exported, randomness, sides
+from pytest_torchcompile.running import exported, misuse, randomness, sides
 from pytest_torchcompile.running.calls import Call, CallRunner
 from pytest_torchcompile.running.compiled import CompiledSide
 from pytest_torchcompile.running.selection import Skip, inputs_signature
@@ -153,6 +153,8 @@ class Checker:
             AOTInductor's packaging refused the program; the message is the exporter's.
         :raises UncopyableInputError: the module or an input cannot be copied for the compiled
             side.
+        :raises UncheckableCallError: the module or an input holds meta tensors, or the call
+            returns an iterator (a generator, ``map``...): nothing to compare.
         :raises TypeError: `fn` is not callable.
         :raises Exception: eager's own exception, with a note, when both sides raise alike;
             under ``@given`` (and ``reject_eager_errors``, the default) the example is
@@ -184,11 +186,7 @@ class Checker:
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> ParityResult:
         __tracebackhide__ = True
-        if not callable(fn):
-            raise TypeError(
-                f"compile_parity expects a callable (a function or nn.Module) first, got "
-                f"{type(fn).__name__}; call it as compile_parity(model, *inputs)"
-            )
+        misuse.check_call(fn, args, kwargs)
         if self.recorder is not None:
             self.recorder.record(fn, args, kwargs)
         started = time.perf_counter()
@@ -197,6 +195,7 @@ class Checker:
         call: Call | None = None
         try:  # the sides do not wait for the device: the comparison reads what they queued
             call = self.sides.run(fn, args, kwargs)
+            misuse.check_output(call.eager.output)
             kind = _kind_of_call(fn, args, kwargs)
             with self._comparing():
                 report = parity.compare(
@@ -446,6 +445,8 @@ def assert_compile_parity(
     :raises pytest_torchcompile.settings.SettingError: an unknown key or a bad value in
         `options`, e.g. ``Invalid rtol='x' from assert_compile_parity(...)``.
     :raises UncopyableInputError: the module or an input cannot be copied for the compiled side.
+    :raises UncheckableCallError: the module or an input holds meta tensors, or the call returns
+        an iterator: nothing to compare.
     :raises TypeError: `fn` is not callable.
     :raises Exception: eager's own exception, with a note, when both sides raise alike.
 

@@ -28,7 +28,12 @@ import torch
 
 from pytest_torchcompile.adoption.callsites import CallSites, Constructions, qualified_name
 from pytest_torchcompile.counting.records import ModuleCallRecord
-from pytest_torchcompile.errors import CompileParityFailure, ParityError, RecompileLimitExceeded
+from pytest_torchcompile.errors import (
+    CompileParityFailure,
+    ParityError,
+    RecompileLimitExceeded,
+    UncheckableCallError,
+)
 from pytest_torchcompile.judging.judges import Verdict
 from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.running.pystate import SharedContainers
@@ -195,6 +200,9 @@ class Interceptor:
         except CompileParityFailure as failure:
             self._diverged.add(signature)
             self._diverge(number, name, failure, recorder)
+            return
+        except UncheckableCallError as misuse:  # meta tensors, an iterator output: no values
+            self._count(name, "skipped", f"cannot check the call: {_text(misuse)}")
             return
         except Exception as exc:  # not a verdict: the replay itself could not run
             self._count(name, "skipped", f"the replay raised {_text(exc)}")
