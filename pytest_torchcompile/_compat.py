@@ -1124,3 +1124,19 @@ def hypothesis_local_floats() -> tuple[float, ...] | None:
         return tuple(_get_local_constants().floats)
     except Exception:  # another Hypothesis: the caller draws floats for them instead
         return None
+
+
+def hypothesis_test_function() -> Callable[..., Any] | None:
+    """The test function that `@given` wraps, while Hypothesis runs one of its examples (the
+    build context a strategy is drawn in); None outside one or where this Hypothesis keeps
+    none. Read at the draw, it is the test of this very process: right under xdist too."""
+    try:
+        from hypothesis.control import current_build_context, currently_in_test_context
+
+        if not currently_in_test_context():
+            return None
+        wrapped: Any = current_build_context().wrapped_test
+        test: Callable[..., Any] = wrapped.hypothesis.inner_test
+        return test
+    except Exception:  # another Hypothesis: the test's own literals are not offered
+        return None

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from pytest_torchcompile.strategies._checks import DeviceLike, check, device_value
 from pytest_torchcompile.strategies._swarm import Coins, simplest_last
+from pytest_torchcompile.strategies._values import holds
 
 # Each family in shrink order: the first dtype is the simplest.
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
@@ -189,19 +190,29 @@ _DTYPE_ORDER = ("bytes", "bfloat16", "float16", "float64", "integers", "bool")
 _DTYPE_ODDS = {name: (1, 3) if name == "integers" else (1, 2) for name in _DTYPE_CLASSES}
 
 
+Bounds: TypeAlias = tuple[float | None, float | None]
+"""min_value and max_value."""
+
+
 @functools.lru_cache(maxsize=4096)
-def _default_dtypes(on: frozenset[str], device: str | None) -> st.SearchStrategy[torch.dtype]:
-    """The dtype classes switched on that `device` supports, and float32 (the shrink target: last,
-    see `simplest_last`)."""
+def _default_dtypes(
+    on: frozenset[str], device: str | None, bounds: Bounds, names: tuple[str, ...]
+) -> st.SearchStrategy[torch.dtype]:
+    """The dtype classes switched on that `device` supports and whose values meet `bounds`, and
+    float32 (the shrink target: last, see `simplest_last`); where none of those does, every
+    class of the mix (`names`) that does."""
     allowed = supported_dtypes(device)
     choices = [
         (weight, dtype)
         for name in _DTYPE_ORDER
         if name in on
         for weight, dtype in _DTYPE_CLASSES[name]
-        if dtype in allowed
+        if dtype in allowed and holds(dtype, *bounds)
     ]
-    return simplest_last(choices, (4, torch.float32))
+    simplest = (4, torch.float32) if holds(torch.float32, *bounds) else None
+    if not choices and simplest is None:  # beyond float32's range: float64 alone holds them
+        return _default_dtypes(frozenset(names), device, bounds, names)
+    return simplest_last(choices, simplest)
 
 
 def check_grad(requires_grad: bool, dtype: torch.dtype) -> None:
@@ -215,22 +226,26 @@ DtypesArg: TypeAlias = torch.dtype | st.SearchStrategy[torch.dtype] | None
 
 
 def dtype_choice(
-    dtypes: DtypesArg, device: str | st.SearchStrategy[DeviceLike], grad: object
+    dtypes: DtypesArg, device: str | st.SearchStrategy[DeviceLike], grad: object, bounds: Bounds
 ) -> tuple[Callable[[frozenset[str]], st.SearchStrategy[torch.dtype]], Coins]:
     """`dtypes` as a strategy of the swarm's classes on, checked now where it is a value, and
     the dtype classes it leaves to the swarm: None means the default mix, floating only where
-    `grad` may be True."""
+    `grad` may be True. A dtype none of whose values meets `bounds` is not drawn (uint8 under
+    ``max_value=-0.5``), and is an error where given as a value."""
     fixed_device = None if isinstance(device, st.SearchStrategy) else device
+    where = f"min_value={bounds[0]} and max_value={bounds[1]}"
     if dtypes is None:
         names = _INEXACT_CLASSES if grad is not False else tuple(_DTYPE_CLASSES)
+        mix = [torch.float32, *(d for name in names for _, d in _DTYPE_CLASSES[name])]
+        check(any(holds(d, *bounds) for d in mix), f"no dtype holds a value between {where}")
         coins = tuple((name, *_DTYPE_ODDS[name]) for name in names)
-        return lambda on: _default_dtypes(on, fixed_device), coins
-    chosen = (
-        dtypes
-        if isinstance(dtypes, st.SearchStrategy)
-        else st.just(dtype_value(dtypes, fixed_device))
-    )
-    return lambda _: chosen, ()
+        return lambda on: _default_dtypes(on, fixed_device, bounds, names), coins
+    if not isinstance(dtypes, st.SearchStrategy):
+        dtype = dtype_value(dtypes, fixed_device)
+        check(holds(dtype, *bounds), f"dtypes={dtype} holds no value between {where}")
+        return lambda _: st.just(dtype), ()
+    given = dtypes if bounds == (None, None) else dtypes.filter(lambda d: holds(d, *bounds))
+    return lambda _: given, ()
 
 
 def dtype_value(dtype: object, device: str | None) -> torch.dtype:

@@ -1,10 +1,14 @@
 """The program's own float literals (a margin, a threshold), which the ties lattice offers
-beside its common constants."""
+beside its common constants: those Hypothesis collects from the code under test, and those of
+the running test, which Hypothesis skips (it collects no test file)."""
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterable
+import inspect
+from collections.abc import Callable, Iterable, Iterator
+from types import CodeType
+from typing import Any
 
 from hypothesis import strategies as st
 
@@ -36,13 +40,55 @@ def _collected_literals(collected: tuple[float, ...]) -> tuple[float, ...]:
     return _literals(collected)
 
 
-_DRAWN_LITERALS = st.lists(_LITERAL_FLOATS, min_size=_LITERAL_DRAWS, max_size=_LITERAL_DRAWS).map(
-    _literals
-)
+_DRAWN_FLOATS = st.lists(_LITERAL_FLOATS, min_size=_LITERAL_DRAWS, max_size=_LITERAL_DRAWS)
+
+_HELPER_DEPTH = 2  # the test's own helpers, and the helpers those call
+
+
+def _codes(code: CodeType) -> Iterator[CodeType]:
+    """`code` and the code it nests: inner functions, lambdas, closures, comprehensions."""
+    yield code
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            yield from _codes(const)
+
+
+def _written(function: object, depth: int, seen: set[CodeType]) -> Iterator[float]:
+    """The float literals of `function`'s code, and of the functions and float constants of its
+    own module that the code names, `depth` helpers deep."""
+    code = getattr(function, "__code__", None)
+    if not isinstance(code, CodeType) or code in seen:
+        return
+    seen.add(code)
+    names: dict[str, object] = getattr(function, "__globals__", {})
+    for nested in _codes(code):
+        yield from (const for const in nested.co_consts if type(const) is float)
+        for name in nested.co_names:
+            found = names.get(name)
+            if type(found) is float:
+                yield found
+            elif (
+                depth
+                and inspect.isfunction(found)
+                and found.__module__ == getattr(function, "__module__", None)
+            ):
+                yield from _written(found, depth - 1, seen)
+
+
+@functools.lru_cache(maxsize=256)
+def own_literals(test: Callable[..., Any]) -> tuple[float, ...]:
+    """The float literals written in the test `test` (see `_written`): Hypothesis collects none
+    from a test file, so a margin a user writes in the test would never reach the lattice."""
+    return tuple(_written(inspect.unwrap(test), _HELPER_DEPTH, set()))
 
 
 def program_literals() -> st.SearchStrategy[tuple[float, ...]]:
     """The program's short decimals: those Hypothesis has collected so far (modules load as the
-    tests run, so this is asked at each draw), or drawn as floats where it does not say."""
+    tests run, so this is asked at each draw), or drawn as floats where it does not say, and
+    those of the test running now, by the same rules."""
+    test = _compat.hypothesis_test_function()
+    own = own_literals(test) if test is not None else ()
     collected = _compat.hypothesis_local_floats()
-    return _DRAWN_LITERALS if collected is None else st.just(_collected_literals(collected))
+    if collected is None:
+        return _DRAWN_FLOATS.map(lambda drawn: _literals((*drawn, *own)))
+    return st.just(_collected_literals((*collected, *own)))

@@ -170,60 +170,49 @@ def tensors(
 
     - `dtypes`: a dtype or a strategy of them. None (the default) means float32 and, each in
       the draws that switch its class on, float16, bfloat16, float64, int8/uint8, the other
-      integers and bool, those `device` supports: about two tensors in five are integers or
-      bools. Floating dtypes only where `requires_grad` is not False. Eager raises on many
-      functions of integers or bools, and the plugin rejects such an example where compiled
-      raises alike; Inductor often computes a result instead (softmax, var, gelu, ceil of bool),
-      which the plugin reports, so a test of a floating-only function passes
-      ``dtypes=tcst.float_dtypes()``, as must one that converts a module with ``.to(x.dtype)``.
+      integers and bool, those `device` supports (about two tensors in five are integers or
+      bools; floating only where `requires_grad` is not False). Inductor often computes where
+      eager raises on integers or bools (softmax, var, ceil of bool), which the plugin reports:
+      a test of a floating-only function passes ``dtypes=tcst.float_dtypes()``.
     - `shapes`: a shape or a strategy of them (default :func:`shapes`, with its size classes).
-    - `layouts`: layout kinds to draw from (see :func:`layouts`), or a function from a shape to a
-      strategy of :class:`Layout`, e.g. ``functools.partial(layouts, max_step=5)``. Of a
-      collection of kinds, the classes transposed (and permuted), channels_last (and
-      channels_last_3d), sliced (and offset) and expanded are switched on per draw, contiguous
-      otherwise (if a kind). The tensor has the logical shape drawn and that memory layout;
-      storage outside it holds NaN (or the dtype's maximum), so a kernel that reads past its
-      view diverges.
-    - Values (see :class:`Values`) are finite: reproducible from a drawn seed, so tensors of
-      thousands of elements cost a few Hypothesis choices, and bounded by `min_value` and
-      `max_value` (for integers too: e.g. ``min_value=0, max_value=n - 1`` for indices).
-      Ordinary values are small integers, standard normal or wide (2**-10 to 2**10); `positive`
-      makes them all positive, `zeros` about half of them 0 (one or the other per tensor).
-    - Edge values (floating and complex dtypes; :mod:`pytest_torchcompile.judging.edges`), where real
+    - `layouts`: layout kinds (see :func:`layouts`), each class of them (transposed, channels_last,
+      sliced, expanded) switched on per draw, or a function from a shape to a strategy of
+      :class:`Layout`, e.g. ``functools.partial(layouts, max_step=5)``. Storage outside the
+      tensor's window holds NaN (or the dtype's maximum): a kernel reading past it diverges.
+    - Values (see :class:`Values`) are finite, reproducible from a drawn seed, and every element
+      of every dtype lies within `min_value` and `max_value` (``min_value=0, max_value=n - 1``
+      for indices; a bool is True only above 0): a dtype none of whose values does is not
+      drawn. Ordinary values are small integers, standard normal or wide (2**-10 to 2**10);
+      `positive` makes them all positive, `zeros` about half of them 0 (one or the other).
+    - Edge values (floating and complex; :mod:`pytest_torchcompile.judging.edges`), where real
       miscompiles were found, each class switched off by its keyword: `ties` (a lattice ``k *
-      c``, k in -2..2, c a common constant such as 0.1, or a literal of the code under test that
-      Hypothesis collected and drew, rounded to the dtype: equal elements, +-0, kinks, and
-      tensors of a :func:`tensor_groups` group differing by exactly c, e.g. the program's
-      margin), `offsets` (a large common offset with a unit spread, ~1e5 in float32),
-      `near_limits` (magnitudes whose squares overflow, ~1e19 in float32) and `exact_sums` (rows
-      of decimals whose exact sum is an integer, so a reduction lands a rounding step from it).
-      Where edge classes are on, they take most of the floating tensors.
-    - Special values -- NaN, +-inf, -0.0, subnormals, the extremes of the range, and full-range
-      integers -- are planted at 1 to 3 positions (NaN and infinities most often), as two
-      classes: NaN and infinities, and the others. With ``specials=None`` (the default) they are
-      on in one draw of four and three, where the dtype and bounds allow; True switches each on
-      in half the draws; False never (ordinary values only). `allow_nan`, `allow_infinity` and
-      `allow_subnormal` remove those kinds; NaN needs no bounds and an infinity no bound on its
-      side, as in ``st.floats``.
+      c``, k in -2..2, c a common constant such as 0.1 or a float literal of the program,
+      rounded to the dtype: equal elements, +-0, kinks, and tensors of a :func:`tensor_groups`
+      group that differ by exactly c, e.g. a margin). The program's literals are those
+      Hypothesis collects from the code under test and those of the running test (its function,
+      what it nests, and the helpers and float constants of its module it names), which
+      Hypothesis skips. `offsets` (a large common offset, ~1e5 in float32), `near_limits`
+      (magnitudes whose squares overflow) and `exact_sums` (rows of decimals summing to an
+      integer). Where edge classes are on, they take most of the floating tensors.
+    - Special values (NaN, +-inf, -0.0, subnormals, the range's extremes, full-range integers)
+      are planted at 1 to 3 positions, as two classes: NaN and infinities, and the others. With
+      ``specials=None`` they are on in one draw of four and three, True in half, False never.
+      `allow_nan`, `allow_infinity` and `allow_subnormal` remove those kinds; NaN needs no
+      bounds and an infinity none on its side, as in ``st.floats``.
     - `device` and `requires_grad`: values or strategies; the tensor is a leaf.
 
-    Shrinks to no class on: float32, shape ``()``, contiguous, offset 0, no specials, no edge
-    values, and small integer values in [-3, 3] from seed 0 (a failure that needs a class
-    shrinks within it, ties towards the constant 1). Values deliberately do not shrink to all
-    zeros: zeros would make a shrunk example hide the very divergence it reports (0 * anything
-    is 0), and a checker fed only zeros proves little. Small integers are the simplest values
-    that still differ, and they are exact in every dtype, so a shrunk failure is not blurred by
-    rounding.
+    Shrinks to no class on: float32, shape ``()``, contiguous, offset 0, no specials or edge
+    values, small integers in [-3, 3] from seed 0 (ties shrink towards the constant 1). Not to
+    zeros, which would hide the divergence a shrunk example reports (0 * anything is 0); small
+    integers still differ and are exact in every dtype. A failing test prints each tensor's
+    :func:`describe` line and the :class:`TensorSpec` that rebuilds it.
 
-    In a failing test, Hypothesis prints each drawn tensor's :func:`describe` line and the
-    :class:`TensorSpec` that rebuilds it.
-
-    :raises InvalidArgument: when called, not when drawn, for any argument given as a value that
-        does not fit: a dtype these strategies do not make or `device` does not support, a shape
-        that is not a sequence of non-negative integers, an unknown layout kind, a bound that is
-        not a number or a `min_value` above `max_value`, a switch that is not a bool, or
-        ``requires_grad=True`` with a dtype that has no gradients. Values drawn from strategies
-        are checked as they are drawn.
+    :raises InvalidArgument: when called, for any argument given as a value that does not fit:
+        a dtype these strategies do not make, `device` does not support or that holds no value
+        within the bounds, a shape that is not a sequence of non-negative integers, an unknown
+        layout kind, a bound that is not a number or a `min_value` above `max_value`, a switch
+        that is not a bool, ``requires_grad=True`` with a dtype that has no gradients. Values
+        drawn from strategies are checked as they are drawn.
 
     Example::
 
@@ -261,7 +250,9 @@ def _tensor_args(given: dict[str, Any]) -> _TensorArgs:
         tuple(edge for edge in EDGE_CLASSES if switches[edge]),
         tuple(sign for sign in SIGNS if switches[sign]),
     )
-    dtypes_of, dtype_coins = dtype_choice(dtypes, where, requires_grad)
+    dtypes_of, dtype_coins = dtype_choice(
+        dtypes, where, requires_grad, (given["min_value"], given["max_value"])
+    )
     layouts_of, layout_coins = layouts_arg(given["layouts"])
     return _TensorArgs(
         dtypes_of,

@@ -32,20 +32,54 @@ def _float_info(dtype: torch.dtype) -> torch.finfo:
 def _bounds(
     dtype: torch.dtype, min_value: float | None, max_value: float | None
 ) -> tuple[float | None, float | None]:
-    """The bounds that apply to `dtype`: integers always have them, floats keep None as unbounded."""
+    """The bounds that apply to `dtype`: integers always have them, floats keep None as unbounded
+    and round a bound toward the interior (0.1 is 0.0999756 in float16, below min_value=0.1).
+
+    :raises InvalidArgument: no value of `dtype` lies between the bounds.
+    """
     if dtype.is_floating_point or dtype.is_complex:
-        info = _float_info(dtype)
-        low = None if min_value is None else min(max(min_value, info.min), info.max)
-        high = None if max_value is None else max(min(max_value, info.max), info.min)
-        return low, high
-    iinfo = torch.iinfo(dtype)
-    low_i = iinfo.min if min_value is None else max(math.ceil(min_value), iinfo.min)
-    high_i = iinfo.max if max_value is None else min(math.floor(max_value), iinfo.max)
-    if low_i > high_i:
-        raise InvalidArgument(
-            f"no {dtype} value lies between min_value={min_value} and max_value={max_value}"
+        low = None if min_value is None else _representable(min_value, dtype, up=True)
+        high = None if max_value is None else _representable(max_value, dtype, up=False)
+        # A bound past the dtype's range is met by none of its values on that side.
+        below = low is not None and min_value is not None and low < min_value
+        above = high is not None and max_value is not None and high > max_value
+        if not (below or above) and (low is None or high is None or low <= high):
+            return low, high
+    else:
+        iinfo = torch.iinfo(dtype)
+        low_i = iinfo.min if min_value is None else max(math.ceil(min_value), iinfo.min)
+        high_i = iinfo.max if max_value is None else min(math.floor(max_value), iinfo.max)
+        if low_i <= high_i:
+            return low_i, high_i
+    raise InvalidArgument(
+        f"no {dtype} value lies between min_value={min_value} and max_value={max_value}"
+    )
+
+
+def _representable(bound: float, dtype: torch.dtype, up: bool) -> float:
+    """The value of `dtype` nearest `bound` on its inner side (`up`: at or above it), or the
+    dtype's extreme where none is."""
+    info = _float_info(dtype)
+    real = dtype.to_real()
+    rounded = torch.tensor(min(max(bound, info.min), info.max), dtype=torch.float64).to(real)
+    if (float(rounded) < bound) if up else (float(rounded) > bound):
+        toward = torch.tensor(math.inf if up else -math.inf, dtype=real)
+        rounded = torch.nextafter(rounded, toward).clamp(info.min, info.max)
+    return float(rounded)
+
+
+def holds(dtype: torch.dtype, min_value: float | None, max_value: float | None) -> bool:
+    """Whether a value of `dtype` lies between the bounds (a bool's are 0 and 1)."""
+    if dtype == torch.bool:
+        return any(
+            (min_value is None or min_value <= v) and (max_value is None or v <= max_value)
+            for v in (0, 1)
         )
-    return low_i, high_i
+    try:
+        _bounds(dtype, min_value, max_value)
+    except InvalidArgument:
+        return False
+    return True
 
 
 def _special_value(
@@ -169,7 +203,10 @@ class Values(Compact):
             else:
                 flags = torch.randint(0, 2, shape, generator=gen).bool()
             flags = flags | self.positive
-            return flags & ~self._zeros(shape) if self.zeros else flags
+            flags = flags & ~self._zeros(shape) if self.zeros else flags
+            # The bounds last: min_value above 0 leaves True only, max_value below 1 False only.
+            low, high = self.min_value, self.max_value
+            return (flags | (low is not None and low > 0)) & (high is None or high >= 1)
         low, high = _bounds(dtype, self.min_value, self.max_value)
         if not (dtype.is_floating_point or dtype.is_complex):
             if self.dist == "full":
@@ -181,9 +218,12 @@ class Values(Compact):
         else:
             parts = self._signs(self._floats(shape, dtype, gen), low, high)
             parts = torch.where(parts.abs() < _float_info(dtype).smallest_normal, parts * 0, parts)
+            if low is not None or high is not None:  # a zero made so may lie outside them
+                parts = parts.clamp(low, high)
             out = (torch.complex(parts[:n], parts[n:]) if dtype.is_complex else parts).to(dtype)
+        planted = out.real if dtype.is_complex else out  # the imaginary part stays in the bounds
         for position, kind in self.specials:
-            out[position] = _special_value(kind, dtype, low, high)
+            planted[position] = _special_value(kind, dtype, low, high)
         return out.reshape(shape)
 
     def _signs(self, values: torch.Tensor, low: float | None, high: float | None) -> torch.Tensor:
@@ -311,7 +351,14 @@ def draw_values(
         # As many choices as an ordinary float tensor's, so neither shrinks to the other by length.
         dist = draw(_distributions(False, False, ()))
         sign = draw(_sign(on, (True, True)))
-        return Values(dist, draw(_SEEDS), positive=sign == "positive", zeros=sign == "zeros")
+        return Values(
+            dist,
+            draw(_SEEDS),
+            min_value=options.min_value,
+            max_value=options.max_value,
+            positive=sign == "positive",
+            zeros=sign == "zeros",
+        )
     low, high = _bounds(dtype, options.min_value, options.max_value)
     fits = (high is None or high > 0, (low is None or low <= 0) and (high is None or high >= 0))
     sign = draw(_sign(on, fits))

@@ -83,6 +83,10 @@ def is_dense(t: torch.Tensor) -> bool:
         (lambda: tcst.tensors(device=3), "device=3"),  # type: ignore[arg-type]
         (lambda: tcst.tensors(min_value=2, max_value=1), "min_value=2"),
         (lambda: tcst.tensors(min_value=math.nan), "min_value=nan"),
+        (
+            lambda: tcst.tensors(dtypes=torch.int8, min_value=0.2, max_value=0.8),
+            "dtypes=torch.int8",
+        ),
         (lambda: tcst.tensors(specials="often"), "specials='often'"),  # type: ignore[arg-type]
         (lambda: tcst.tensors(allow_nan=None), "allow_nan=None"),  # type: ignore[arg-type]
         (lambda: tcst.tensors(ties="often"), "ties='often'"),  # type: ignore[arg-type]
@@ -106,7 +110,6 @@ def test_invalid_arguments_fail_at_once_and_name_the_argument(
     [
         (tcst.tensors(dtypes=st.just(torch.int32), requires_grad=True), "requires_grad=True"),
         (tcst.tensors(dtypes=st.just(torch.float8_e4m3fn)), "dtypes=torch.float8_e4m3fn"),
-        (tcst.tensors(dtypes=torch.int8, min_value=0.2, max_value=0.8), "min_value=0.2"),
         (tcst.tensors(shapes=st.just((1, -1))), "shapes=(1, -1)"),
     ],
 )
