@@ -46,7 +46,7 @@ from pytest_torchcompile import (
     RecompileLimitExceeded,
     assert_compile_parity,
 )
-from pytest_torchcompile.running.snapshot import clone_tree
+from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.settings import load_backend_callable
 
 OUTCOMES = (

@@ -36,6 +36,7 @@ from pytest_torchcompile.errors import (
 )
 from pytest_torchcompile.judging.judges import Verdict
 from pytest_torchcompile.runner import Checker, isolated
+from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.pystate import SharedContainers
 from pytest_torchcompile.running.recorder import Recorder
 from pytest_torchcompile.running.selection import (
@@ -46,7 +47,7 @@ from pytest_torchcompile.running.selection import (
     refusal,
 )
 from pytest_torchcompile.running.sides import RngState
-from pytest_torchcompile.running.snapshot import clone_tree, sync_module
+from pytest_torchcompile.running.snapshot import sync_module
 from pytest_torchcompile.settings import Settings
 
 _REASON_LIMIT = 200  # characters of an exception kept in a skip reason

@@ -13,8 +13,8 @@ from typing import Any
 
 from pytest_torchcompile.errors import ParityError
 from pytest_torchcompile.runner import Checker, isolated
+from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.recorder import Call
-from pytest_torchcompile.running.snapshot import clone_tree
 from pytest_torchcompile.settings import Settings
 
 

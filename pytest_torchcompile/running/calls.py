@@ -21,6 +21,7 @@ from pytest_torchcompile import _compat
 from pytest_torchcompile.counting.costs import FAULT_RETRY, Costs
 from pytest_torchcompile.running import faults, pystate, randomness
 from pytest_torchcompile.running.compiled import CompiledSide
+from pytest_torchcompile.running.copier import clone_tree, shared_objects
 from pytest_torchcompile.running.rounding import RoundingNoise
 from pytest_torchcompile.running.sides import (
     COTANGENT_SEED,
@@ -38,7 +39,6 @@ from pytest_torchcompile.running.snapshot import (
     StateBefore,
     Unfaithful,
     Watch,
-    clone_tree,
     state_after,
     upcast_tree,
 )
@@ -63,7 +63,7 @@ class Call:
     lacking: list[str]  # state eager changed whose earlier value is not kept: no re-run
     rng: RngState
     shared: pystate.SharedContainers
-    before: dict[str, Any]  # the shared containers before the call
+    before: pystate.Snapshot  # the shared containers and objects before the call
     switches: _compat.ProcessSwitches  # the process-wide state the user had set
     side: CompiledSide  # the compiled side's path, which the control takes with no compiler
     costs: Costs  # the test's: re-runs are timed as such
@@ -196,7 +196,7 @@ class CallRunner:
         watch = Watch.of(state_after(*snapshot_of))
         rng = RngState.capture()
         switches = _compat.ProcessSwitches.capture()
-        shared = self._shared_containers(fn)
+        shared = self._shared_containers(fn).with_objects(shared_objects((args, kwargs)))
         before = shared.snapshot()
 
         def compiled_again() -> tuple[SideResult, bool, Copies]:

@@ -21,6 +21,7 @@ from pytest_torchcompile import _compat
 from pytest_torchcompile.counting.accounting import Accountant
 from pytest_torchcompile.counting.costs import AS_USER, Costs
 from pytest_torchcompile.running import randomness
+from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.exported import Exported
 from pytest_torchcompile.running.marks import mark_inputs
 from pytest_torchcompile.running.sides import Side, SideResult, nothing, run_side, state_left
@@ -28,7 +29,6 @@ from pytest_torchcompile.running.snapshot import (
     Copies,
     Restructured,
     Watch,
-    clone_tree,
     sync_module,
     tensor_pairs,
 )

@@ -73,27 +73,52 @@ def _immutable(value: Any, depth: int = 0) -> bool:
 
 
 class SharedContainers:
-    """The mutable containers a callable can reach, by a name the user recognises."""
+    """The mutable containers a callable can reach, by a name the user recognises; and the
+    module-level objects among a call's inputs, which every copy of the call shares
+    (`copier.shared_objects`), by their attributes."""
 
-    def __init__(self, fn: Callable[..., Any]) -> None:
+    def __init__(self, fn: Callable[..., Any], objects: list[Any] | None = None) -> None:
         self.found: dict[str, Any] = dict(_reachable(fn))
+        self.objects = objects or []
 
-    def snapshot(self) -> dict[str, Any]:
-        return {label: copy.deepcopy(container) for label, container in self.found.items()}
+    def with_objects(self, objects: list[Any]) -> SharedContainers:
+        """The same containers, with the shared objects of one call."""
+        shared = copy.copy(self)
+        shared.objects = objects
+        return shared
 
-    def restore(self, snapshot: dict[str, Any]) -> None:
-        """Put every container back to `snapshot`, in place (the program holds references)."""
+    def snapshot(self) -> Snapshot:
+        containers = {label: copy.deepcopy(c) for label, c in self.found.items()}
+        return containers, [_attributes(vars(obj)) for obj in self.objects]
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Put every container and shared object back to `snapshot`, in place (the program
+        holds references to them)."""
+        containers, attributes = snapshot
         for label, container in self.found.items():
-            saved = copy.deepcopy(snapshot[label])
+            saved = copy.deepcopy(containers[label])
             if isinstance(container, list):
                 container[:] = saved
             else:
                 container.clear()
                 container.update(saved)
+        for obj, saved_attributes in zip(self.objects, attributes, strict=True):
+            held = vars(obj)
+            held.clear()  # attributes rebound to other objects, and ones the call added
+            held.update(_attributes(saved_attributes))
 
     def state(self) -> dict[str, Any]:
         """Each container as it is now, named for the failure message."""
         return {f"{label} after the call": copy.deepcopy(c) for label, c in self.found.items()}
+
+
+Snapshot = tuple[dict[str, Any], list[dict[str, Any]]]  # containers by label; objects' attributes
+
+
+def _attributes(held: dict[str, Any]) -> dict[str, Any]:
+    """An object's attributes as they are: each bound to the same object, plain values copied
+    (a list the call appends to is put back as it was)."""
+    return {name: copy_plain(value) if is_plain(value) else value for name, value in held.items()}
 
 
 def _reachable(fn: Callable[..., Any]) -> Iterator[tuple[str, Any]]:

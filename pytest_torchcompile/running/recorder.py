@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
+from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.sides import RngState
-from pytest_torchcompile.running.snapshot import clone_tree
 from pytest_torchcompile.running.trees import leaves
 
 

@@ -7,6 +7,8 @@ exception it raised kept as part of the result, for parity to judge.
 
 from __future__ import annotations
 
+import random
+import sys
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -16,6 +18,7 @@ import torch
 
 from pytest_torchcompile.errors import CompileParityFailure
 from pytest_torchcompile.running import pystate, trees
+from pytest_torchcompile.running.copier import is_atomic
 from pytest_torchcompile.running.snapshot import named_inputs, rebuild_tuple, state_after
 
 COTANGENT_SEED = 20240613  # fixed, so eager and compiled backward get the same cotangents
@@ -45,14 +48,34 @@ def _grad_targets(
     after the output's)."""
     targets: dict[str, GradTarget] = {}
     for name, value in named_inputs(args, kwargs):
-        if isinstance(value, torch.Tensor) and value.requires_grad:
-            edge = value if value.is_leaf else torch.autograd.graph.get_gradient_edge(value)
-            targets[f"grad of {name}"] = edge
+        for label, tensor in _held_tensors(value, name, _HELD_DEPTH):
+            if tensor.requires_grad:
+                edge = tensor if tensor.is_leaf else torch.autograd.graph.get_gradient_edge(tensor)
+                targets.setdefault(f"grad of {label}", edge)
     if module is not None:
         for pname, param in module.named_parameters():
             if param.requires_grad:
                 targets[f"grad of parameter {pname!r}"] = param
     return targets
+
+
+_HELD_DEPTH = 4  # containers and objects followed into an input for its tensors
+
+
+def _held_tensors(value: Any, name: str, depth: int) -> Iterator[tuple[str, torch.Tensor]]:
+    """The tensors an input holds, named by their path: itself, the items of its containers,
+    the attributes of its objects (a cache's `keys`, a dataclass's fields); not the state of
+    modules and optimizers among the inputs, which is compared as such."""
+    if isinstance(value, torch.Tensor):
+        yield name, value
+        return
+    if depth == 0 or isinstance(value, (torch.nn.Module, torch.optim.Optimizer)):
+        return
+    parts = trees.containers(value)
+    if parts is None and not is_atomic(value):
+        parts = trees.held(value)
+    for suffix, child in parts or []:
+        yield from _held_tensors(child, f"{name}{suffix}", depth - 1)
 
 
 def differentiable_outputs(output: Any) -> list[torch.Tensor]:
@@ -75,6 +98,15 @@ def _cotangent(output: torch.Tensor, index: int, like: torch.dtype | None) -> to
     Drawn from its own generator (the global RNG is untouched) in float32, rounded to the eager
     output's dtype (`like`, for the float64 reference) and then to this output's dtype.
     """
+    if output.is_nested and output.layout == torch.jagged:
+        # Drawn over its values, in a copy of it: the offsets and cached lengths autograd
+        # expects of a jagged output's cotangent are its own.
+        cotangent = output.detach().clone()
+        cotangent.values().copy_(_cotangent(output.values(), index, like))
+        return cotangent
+    if output.is_nested:
+        parts = [_cotangent(part, index, like) for part in output.unbind()]
+        return torch.nested.as_nested_tensor(parts)
     dtype = like or output.dtype
     generator = torch.Generator(device=output.device).manual_seed(COTANGENT_SEED + index)
     base = torch.complex64 if dtype.is_complex else torch.float32
@@ -224,18 +256,26 @@ def nothing() -> Iterator[None]:
 
 @dataclass
 class RngState:
-    """The global CPU and CUDA generators' states: restored before each run of a call, so every
-    run (eager, compiled, re-runs, triage's replays) draws the same random numbers."""
+    """The global generators' states: torch's CPU and CUDA ones, Python's `random` and, where
+    the program imported it, NumPy's. Restored before each run of a call, so every run (eager,
+    compiled, re-runs, triage's replays) draws the same random numbers from each."""
 
     cpu: torch.Tensor
     cuda: list[torch.Tensor] | None
+    python: object
+    numpy: object | None  # NumPy's legacy global state, where numpy is imported
 
     @classmethod
     def capture(cls) -> RngState:
         cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None  # type: ignore[no-untyped-call]
-        return cls(torch.random.get_rng_state(), cuda)
+        numpy = sys.modules.get("numpy")  # never imported here: a program without it draws none
+        numpy_state = numpy.random.get_state() if numpy is not None else None
+        return cls(torch.random.get_rng_state(), cuda, random.getstate(), numpy_state)
 
     def restore(self) -> None:
         torch.random.set_rng_state(self.cpu)
         if self.cuda is not None:
             torch.cuda.set_rng_state_all(self.cuda)
+        random.setstate(self.python)  # type: ignore[arg-type]
+        if self.numpy is not None:
+            sys.modules["numpy"].random.set_state(self.numpy)

@@ -1,7 +1,7 @@
 """A call's state: copying it faithfully, watching what a call changes, keeping what re-runs need.
 
 The checker runs the compiled side on copies of the caller's modules and inputs and keeps the call's
-state as it was before the call, so every re-run (the second eager run, the float64 reference, the
+state as it was before the call (copies made by `copier.clone_tree`), so every re-run (the second eager run, the float64 reference, the
 rounding-noise runs, triage's replays) starts from exactly the state the first runs started from:
 strides, storage offsets, aliasing between inputs and parameters, module and optimizer state
 (including optimizer state a first step creates), and plain Python attributes.
@@ -9,8 +9,7 @@ strides, storage offsets, aliasing between inputs and parameters, module and opt
 
 from __future__ import annotations
 
-import copy
-import inspect
+import enum
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -18,8 +17,8 @@ from typing import Any
 import torch
 
 from pytest_torchcompile import _compat
-from pytest_torchcompile.errors import UncopyableInputError
-from pytest_torchcompile.running import pystate, trees
+from pytest_torchcompile.running import pystate
+from pytest_torchcompile.running.copier import clone_tree, is_atomic
 from pytest_torchcompile.running.trees import leaves
 
 _UPCAST = {
@@ -29,126 +28,6 @@ _UPCAST = {
     torch.complex32: torch.complex128,
     torch.complex64: torch.complex128,
 }
-
-
-# --- copies -----------------------------------------------------------------------------------
-
-
-def clone_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
-    """A deep copy whose tensors keep their strides, storage offsets and aliasing.
-
-    torch's own deepcopy of a tensor copies its storage once per deepcopy call and rebuilds the
-    view, so `x` and `x[1:]` stay views of one copied storage. A parameter's own deepcopy would
-    drop its `.grad`, its attributes and the storage it shares: parameters are copied here as
-    tensors are, with all three (`_parameter_copy`). A non-leaf tensor (which deepcopy refuses)
-    stays a non-leaf, its gradient flowing to a copy of the leaf behind it (`_non_leaf_copy`);
-    sparse and other non-strided tensors (which have no storage to share) are cloned. Objects
-    already in `memo` are replaced by what it maps them to. What cannot be copied at all raises
-    UncopyableInputError naming it.
-    """
-    memo = {} if memo is None else memo
-    for leaf in leaves(tree):
-        for parameter in _parameters_within(leaf):
-            if id(parameter) not in memo:
-                memo[id(parameter)] = _parameter_copy(parameter, memo)
-        if not isinstance(leaf, torch.Tensor) or id(leaf) in memo:
-            continue
-        if leaf.layout != torch.strided:
-            memo[id(leaf)] = leaf.detach().clone().requires_grad_(leaf.requires_grad)
-        elif leaf.grad_fn is not None:
-            memo[id(leaf)] = _non_leaf_copy(leaf, memo)
-    try:
-        return copy.deepcopy(tree, memo)
-    except Exception as exc:
-        raise UncopyableInputError(_uncopyable(tree, exc)) from exc
-
-
-def _parameters_within(value: Any) -> Iterator[torch.nn.Parameter]:
-    """The plain parameters of a module or optimizer among a call's leaves, or the leaf itself."""
-    if isinstance(value, torch.nn.Module):
-        found: Iterator[Any] = value.parameters()
-    elif isinstance(value, torch.optim.Optimizer):
-        found = (p for group in value.param_groups for p in group["params"])
-    else:
-        found = iter([value])
-    return (p for p in found if type(p) is torch.nn.Parameter)
-
-
-def _parameter_copy(parameter: torch.nn.Parameter, memo: dict[int, Any]) -> torch.nn.Parameter:
-    """A parameter copied as deepcopy copies a tensor (its storage once, with the views on it),
-    with its `.grad` and its attributes, which `Parameter.__deepcopy__` drops."""
-    copied = torch.nn.Parameter(copy.deepcopy(parameter.detach(), memo), parameter.requires_grad)
-    if parameter.grad is not None:
-        copied.grad = copy.deepcopy(parameter.grad, memo)
-    copied.__dict__.update(copy.deepcopy(parameter.__dict__, memo))
-    return copied
-
-
-def _non_leaf_copy(t: torch.Tensor, memo: dict[int, Any]) -> torch.Tensor:
-    """A non-leaf tensor's copy: a non-leaf too, with its strides, behind a copy of the leaf
-    (or, for a view, of the tensor) it came from, so the call can write into it as into the
-    original and its gradient is the original's. A view is rebuilt as a view of its base's copy
-    (`x.t()` of a leaf `x` passed with `x` stays a view of `x`'s copy)."""
-    base = t._base
-    if base is not None:
-        if id(base) not in memo:
-            memo[id(base)] = (
-                _non_leaf_copy(base, memo) if base.grad_fn else copy.deepcopy(base, memo)
-            )
-        copied: torch.Tensor = memo[id(base)].as_strided(t.shape, t.stride(), t.storage_offset())
-        return copied
-    behind = copy.deepcopy(t.detach(), memo).requires_grad_(t.requires_grad)
-    out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
-    return out.copy_(behind)
-
-
-def _uncopyable(tree: Any, exc: Exception) -> str:
-    """Which part of `tree` deepcopy refused, why the checker copies, and what to do instead."""
-    culprit = next(_uncopyable_parts(tree, "the call's inputs"), None)
-    what = f"{culprit[0]} ({type(culprit[1]).__qualname__})" if culprit else "the call's inputs"
-    advice = (
-        "pass the values it would produce (a list or a tensor) instead"
-        if culprit and inspect.isgenerator(culprit[1])
-        else "keep it out of the module and the inputs (for example at module level), or give "
-        "its class a __deepcopy__"
-    )
-    return (
-        f"compile_parity cannot copy {what}: {type(exc).__name__}: {exc}. The checker runs the "
-        "compiled side on copies of the module and inputs, so both sides start from the same "
-        f"state and your objects end as a plain call leaves them; {advice}."
-    )
-
-
-def _uncopyable_parts(value: Any, name: str) -> Iterator[tuple[str, Any]]:
-    """(name, value) of each smallest part of `value` that deepcopy refuses, outermost first."""
-    try:
-        copy.deepcopy(value)
-        return
-    except Exception:
-        pass
-    if isinstance(value, torch.nn.Module):
-        for path, module in value.named_modules():
-            for attr, item in vars(module).items():
-                if attr not in ("_parameters", "_buffers", "_modules"):
-                    where = f"attribute {attr!r} of module {path or type(value).__name__!r}"
-                    yield from _uncopyable_parts(item, where)
-        return
-    parts = _parts_of(value, name)
-    if parts is None:
-        yield name, value
-        return
-    for label, child in parts:
-        yield from _uncopyable_parts(child, label)
-
-
-def _parts_of(value: Any, name: str) -> list[tuple[str, Any]] | None:
-    """The named parts of a call's inputs, or of a container inside them; None for a leaf."""
-    if isinstance(value, tuple) and len(value) in (2, 3) and isinstance(value[-1], dict):
-        *module, args, kwargs = value  # the (module, args, kwargs) or (args, kwargs) of a call
-        parts = [("the module", m) for m in module if m is not None]
-        return parts + named_inputs(args, kwargs)
-    items = trees.containers(value)
-    return None if items is None else [(f"{name}{suffix}", item) for suffix, item in items]
 
 
 class Unfaithful(Exception):
@@ -164,7 +43,9 @@ def upcast_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
     module's parameters alias in the reference run too, as they did in the real call. `memo` is
     clone_tree's.
     """
+    memo = {} if memo is None else memo
     copied = clone_tree(tree, memo)
+    made = {id(value) for value in memo.values()}  # what the copy made: its objects are its own
     upcast: dict[tuple[int, int], tuple[torch.dtype, torch.Tensor]] = {}
 
     def tensor(t: torch.Tensor) -> torch.Tensor:
@@ -192,8 +73,18 @@ def upcast_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
         if isinstance(obj, (tuple, list)):
             converted = [convert(item) for item in obj]
             return type(obj)(converted) if isinstance(obj, list) else rebuild_tuple(obj, converted)
+        if isinstance(obj, dict) and id(obj) in made:  # the copy's own: a defaultdict keeps
+            obj.update({key: convert(value) for key, value in obj.items()})  # its factory
+            return obj
         if isinstance(obj, dict):
             return type(obj)((key, convert(value)) for key, value in obj.items())
+        held = getattr(obj, "__dict__", None)
+        plain_object = not isinstance(obj, (type, torch.optim.Optimizer))  # an optimizer's
+        # parameters are its module's, upcast with it; its state follows them as before
+        if id(obj) in made and isinstance(held, dict) and plain_object:
+            made.discard(id(obj))  # once: objects may hold each other
+            for name, value in list(held.items()):  # an object among the inputs: a cache's tensors
+                held[name] = convert(value)
         return obj
 
     return convert(copied)
@@ -206,6 +97,20 @@ def tensors_within(tree: Any) -> Iterator[torch.Tensor]:
         elif isinstance(leaf, torch.nn.Module):
             yield from leaf.parameters()
             yield from leaf.buffers()
+
+
+def holds_objects(call: Any) -> bool:
+    """Whether a call's inputs hold an object with attributes of its own (beside tensors,
+    modules, optimizers and plain values): state no watch over tensors and plain attributes
+    covers."""
+    _, args, kwargs = call
+    return any(
+        not isinstance(leaf, (torch.Tensor, torch.nn.Module, torch.optim.Optimizer, enum.Enum))
+        and not is_atomic(leaf)
+        and not pystate.is_plain(leaf)
+        and (hasattr(leaf, "__dict__") or hasattr(type(leaf), "__slots__"))
+        for leaf in leaves((args, kwargs))
+    )
 
 
 def rebuild_tuple(original: tuple[Any, ...], items: list[Any]) -> tuple[Any, ...]:
@@ -310,7 +215,8 @@ class StateBefore:
     copies of just the tensors it wrote when those are the caller's parameters, buffers or
     input tensors (re-runs copy the caller's objects with those replaced: no deep copy of the
     module's structure on every call that updates a running statistic); else a snapshot of
-    the whole call, sharing each tensor the compiled run left as it found it.
+    the whole call, sharing each tensor the compiled run left as it found it, whenever the
+    inputs hold objects of their own (`holds_objects`).
     """
 
     snapshot: Any  # (module, args, kwargs) as they were, or None
@@ -319,12 +225,15 @@ class StateBefore:
 
     @classmethod
     def take(cls, call: Any, copies: Copies, attributes_moved: bool) -> StateBefore:
-        if not attributes_moved and not copies.changed():
+        # Objects among the inputs are kept whole: what eager changes of them (an attribute
+        # rebound to another object) no watch sees, and re-runs must start from it as it was.
+        whole = attributes_moved or holds_objects(call)
+        if not whole and not copies.changed():
             return cls(None, {})
         originals = {id(t): t for t in tensors_within(call)}
         # Only where every copied tensor is one of these (none inside other objects), so that
         # each tensor sharing memory with a written one is kept with it, aliasing and all.
-        nameable = not attributes_moved and copies.originals() <= originals.keys()
+        nameable = not whole and copies.originals() <= originals.keys()
         written = [originals[i] for i in copies.written()] if nameable else []
         if not nameable or any(t.layout != torch.strided for t in written):
             return cls(clone_tree(call, copies.unchanged()), {})
@@ -459,6 +368,9 @@ def state_after(
             elif hasattr(leaf, "__dict__") and not isinstance(leaf, type):
                 for attr, value in pystate.plain_attributes(leaf).items():
                     state[f"{label}.{attr} after the call"] = value
+                for attr, value in vars(leaf).items():  # a cache's tensors, written in place
+                    if isinstance(value, torch.Tensor) and not attr.startswith("_"):
+                        state[f"{label}.{attr} after the call"] = value.detach()
     return state
 
 

@@ -13,8 +13,8 @@ from torch.utils import _pytree
 from pytest_torchcompile.errors import UncopyableInputError
 from pytest_torchcompile.judging import parity
 from pytest_torchcompile.judging.parity import CompareOptions
+from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.sides import SideResult, differentiable_outputs
-from pytest_torchcompile.running.snapshot import clone_tree
 from pytest_torchcompile.running.trees import by_identity, children, containers, leaves, tensors
 
 

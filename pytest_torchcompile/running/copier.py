@@ -1,0 +1,467 @@
+"""The one copier: copy what a call can change, share what it cannot or must not copy.
+
+Every copy the checker makes of a call (the compiled side's, the control's, each re-run's, the
+state kept before the call) comes from `clone_tree`, so identity relations hold in every copy as
+they do in the original:
+
+- shared, never copied: immutable values, classes, functions and modules, and the objects a
+  module's globals or a class's attributes reach (sentinels, enum-like singletons, shared
+  configs, registry entries), so `s.mode is MODE_A` is as true of a copy as of the original.
+  The modules looked into are those the copied objects' classes come from (where a library
+  keeps its sentinels), outside torch and the standard library. A call can still change a
+  shared object's attributes: the checker puts them back before each run (`shared_objects`);
+- copied: tensors with their strides, storage offsets and aliasing (views of one storage stay
+  views of one copied storage); non-leaf tensors anywhere, as non-leaves whose gradient flows to a
+  copy of the leaf behind them; parameters with their `.grad` and attributes; nested tensors;
+- objects through the copy protocol (`__deepcopy__`, `copyreg`, `__reduce_ex__`), walked by this
+  copier so every part of them gets the rules above; a class whose `__new__` wants arguments, or
+  that refuses the protocol, is rebuilt from `object.__new__` and its state.
+
+Only what truly cannot be copied (a lock, a generator, a C handle) raises UncopyableInputError,
+with the attribute path that leads to it.
+"""
+
+from __future__ import annotations
+
+import copy
+import copyreg
+import inspect
+import sys
+import types
+import weakref
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+
+from pytest_torchcompile import _paths
+from pytest_torchcompile.errors import UncopyableInputError
+
+# What deepcopy treats as atomic, and torch's own immutable singletons.
+_ATOMIC: tuple[type, ...] = (
+    type(None),
+    int,
+    float,
+    bool,
+    complex,
+    str,
+    bytes,
+    range,
+    slice,
+    type(Ellipsis),
+    type(NotImplemented),
+    types.CodeType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    types.ModuleType,
+    weakref.ref,
+    property,
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+    torch.Size,
+)
+_REACH_DEPTH = 3  # from a module's globals: its objects, and what they and its classes hold
+_REACH_LIMIT = 20_000  # objects indexed per module at most, so one huge global cannot stall a copy
+
+
+def clone_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
+    """A copy of `tree` (a call's `(module, args, kwargs)`, or any value) by the rules above.
+
+    `memo` maps the id of an original to what stands for it in the copy (a module's long-lived
+    copy, a tensor kept from before); it is filled with every object copied, so a caller can
+    find the copy of each original tensor in it. What cannot be copied raises
+    UncopyableInputError naming it.
+    """
+    return _Copier({} if memo is None else memo).call(tree)
+
+
+def is_atomic(x: Any) -> bool:
+    """Whether every copy holds `x` itself: immutable values, classes, functions, modules."""
+    return type(x) in _ATOMIC or isinstance(x, type)
+
+
+def shared_objects(tree: Any, depth: int = 4) -> list[Any]:
+    """The module-level objects with attributes that copies of `tree` share rather than copy:
+    a call can change their attributes on every side, so the checker puts those back before
+    each run as it does the containers the callable reaches."""
+    view = _MODULE_LEVEL.view()
+    seen: set[int] = set()
+    found: list[Any] = []
+    pending = [(tree, depth)]
+    while pending:
+        x, left = pending.pop()
+        if left < 0 or id(x) in seen or is_atomic(x) or isinstance(x, _NEVER_SHARED):
+            continue
+        seen.add(id(x))
+        held = getattr(x, "__dict__", None)
+        if view.holds(x):
+            if isinstance(held, dict):
+                found.append(x)
+            continue
+        if type(x) in (list, tuple, set, frozenset):
+            pending += [(item, left - 1) for item in x]
+        elif isinstance(x, dict):
+            pending += [(item, left - 1) for item in x.values()]
+        elif isinstance(held, dict):
+            pending += [(item, left - 1) for item in held.values()]
+    return found
+
+
+class _Refused(Exception):
+    """A part of the tree no rule can copy, with the path that leads to it."""
+
+    def __init__(self, path: str, value: Any, cause: BaseException) -> None:
+        super().__init__(path)
+        self.path, self.value, self.cause = path, value, cause
+
+
+class _Copier:
+    """One copy: the memo of what is copied already, and the module-level objects it shares."""
+
+    def __init__(self, memo: dict[int, Any]) -> None:
+        self.memo = memo
+        self.alive: list[Any] = []  # originals memoized by id, kept alive so no id is reused
+        self.shared = _MODULE_LEVEL.view()
+        self.module_names: dict[int, str] = {}  # id of a module -> its path, for messages
+
+    def call(self, tree: Any) -> Any:
+        """`tree` copied; a call-shaped tuple's parts named as the user knows them."""
+        try:
+            if _call_shaped(tree):
+                *module, args, kwargs = tree
+                copied = [self.copy(m, "the module") for m in module]
+                return tuple(
+                    [
+                        *copied,
+                        tuple(self.copy(a, f"input {i}") for i, a in enumerate(args)),
+                        {k: self.copy(v, f"input {k!r}") for k, v in kwargs.items()},
+                    ]
+                )
+            return self.copy(tree, "the call's inputs")
+        except _Refused as refused:
+            raise UncopyableInputError(_refusal(refused)) from refused.cause
+
+    def copy(self, x: Any, path: str) -> Any:
+        found = self.memo.get(id(x), _MISSING)
+        if found is not _MISSING:
+            return found
+        if is_atomic(x):
+            return x
+        if isinstance(x, torch.Tensor):
+            return self._remember(x, self._tensor(x, path))
+        if self.shared.holds(x):
+            return x
+        if type(x) in (list, dict, set, tuple, frozenset):
+            return self._container(x, path)
+        return self._object(x, path)
+
+    def _remember(self, x: Any, y: Any) -> Any:
+        self.memo[id(x)] = y
+        self.alive.append(x)
+        return y
+
+    # tensors -----------------------------------------------------------------------------------
+
+    def _tensor(self, t: torch.Tensor, path: str) -> torch.Tensor:
+        if type(t) is torch.nn.Parameter:
+            return self._parameter(t, path)
+        if t.is_nested or t.layout != torch.strided:
+            # No storage to share with other inputs: a clone with its layout and flags.
+            with torch.no_grad():
+                cloned = t.detach().clone()
+            return cloned.requires_grad_(t.requires_grad)
+        if t.grad_fn is not None:
+            return self._non_leaf(t)
+        return self._deepcopied(t, path)
+
+    def _deepcopied(self, t: torch.Tensor, path: str) -> torch.Tensor:
+        """torch's own copy: the storage copied once per copy (through the memo), so views of one
+        storage stay views of one copied storage."""
+        try:
+            copied: torch.Tensor = copy.deepcopy(t, self.memo)
+            return copied
+        except Exception as exc:
+            raise _Refused(path, t, exc) from exc
+
+    def _parameter(self, p: torch.nn.Parameter, path: str) -> torch.nn.Parameter:
+        """A parameter copied as a tensor is (its storage once, with the views on it), with its
+        `.grad` and its attributes, which `Parameter.__deepcopy__` drops."""
+        copied = torch.nn.Parameter(self._deepcopied(p.detach(), path), p.requires_grad)
+        self._remember(p, copied)
+        if p.grad is not None:
+            copied.grad = self._deepcopied(p.grad, f"{path}.grad")
+        copied.__dict__.update(self.copy(p.__dict__, path))
+        return copied
+
+    def _non_leaf(self, t: torch.Tensor) -> torch.Tensor:
+        """A non-leaf's copy: a non-leaf too, with its strides, behind a copy of the leaf (or,
+        for a view, of the tensor) it came from, so the call can write into it as into the
+        original and its gradient is the original's. A view is rebuilt as a view of its base's
+        copy (`x.t()` of a leaf `x` passed with `x` stays a view of `x`'s copy)."""
+        base = t._base
+        if base is not None:
+            base_copy = self.copy(base, "a view's base")
+            view: torch.Tensor = base_copy.as_strided(t.shape, t.stride(), t.storage_offset())
+            return view
+        behind = self._deepcopied(t.detach(), "a non-leaf tensor")
+        behind.requires_grad_(t.requires_grad)
+        out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
+        return out.copy_(behind)
+
+    # containers and objects --------------------------------------------------------------------
+
+    def _container(self, x: Any, path: str) -> Any:
+        if isinstance(x, list):
+            out: list[Any] = self._remember(x, [])
+            out.extend(self.copy(item, f"{path}[{i}]") for i, item in enumerate(x))
+            return out
+        if isinstance(x, dict):
+            copied: dict[Any, Any] = self._remember(x, {})
+            for key, value in x.items():
+                copied[self.copy(key, path)] = self.copy(value, f"{path}[{key!r}]")
+            return copied
+        if isinstance(x, set):
+            members: set[Any] = self._remember(x, set())
+            members.update(self.copy(item, path) for item in x)
+            return members
+        items = [self.copy(item, f"{path}[{i}]") for i, item in enumerate(x)]
+        found = self.memo.get(id(x), _MISSING)  # a tuple reached again through its own items
+        if found is not _MISSING:
+            return found
+        same = all(a is b for a, b in zip(items, x, strict=True))
+        return self._remember(x, x if same else type(x)(items))
+
+    def _object(self, x: Any, path: str) -> Any:
+        """An object through its own `__deepcopy__`, else the copy protocol walked here, else
+        rebuilt from `object.__new__` and its state."""
+        cls = type(x)
+        own = getattr(cls, "__deepcopy__", None)
+        if own is not None:
+            try:
+                return self._remember(x, own(x, self.memo))
+            except Exception:  # a class that refuses deepcopy: its state is copied instead
+                pass
+        try:
+            reduced = _reduced(x)
+        except Exception as exc:
+            return self._from_state(x, path, exc)
+        if isinstance(reduced, str):  # a global by name: the object itself
+            return x
+        return self._reconstruct(x, path, reduced)
+
+    def _reconstruct(self, x: Any, path: str, reduced: tuple[Any, ...]) -> Any:
+        func, args, state, listiter, dictiter = (*reduced, None, None, None)[:5]
+        try:
+            y = func(*self.copy(args, path))
+        except Exception as exc:
+            if func not in _NEW_OBJECT:
+                raise _Refused(path, x, exc) from exc
+            return self._from_state(x, path, exc)  # a __new__ that wants arguments
+        self._remember(x, y)
+        self._set_state(x, y, state, path)
+        if listiter is not None:
+            for item in listiter:
+                y.append(self.copy(item, path))
+        if dictiter is not None:
+            for key, value in dictiter:
+                y[self.copy(key, path)] = self.copy(value, f"{path}[{key!r}]")
+        return y
+
+    def _from_state(self, x: Any, path: str, exc: BaseException) -> Any:
+        """`x` rebuilt without its class's `__new__` or reduction: `object.__new__` and a copy of
+        its `__dict__` and slots. Only objects laid out as plain Python objects can be."""
+        state = _state_of(x)
+        try:
+            y = object.__new__(type(x))
+        except TypeError:
+            raise _Refused(path, x, exc) from exc
+        if state is None:
+            raise _Refused(path, x, exc) from exc
+        self._remember(x, y)
+        held, slots = state
+        self._set_state(x, y, held or None, path)
+        for key, value in slots.items():
+            object.__setattr__(y, key, self.copy(value, f"{path}.{key}"))
+        return y
+
+    def _set_state(self, x: Any, y: Any, state: Any, path: str) -> None:
+        if state is None:
+            return
+        if isinstance(state, tuple) and len(state) == 2 and not hasattr(y, "__setstate__"):
+            state, slots = state
+        else:
+            slots = None
+        if isinstance(state, dict):
+            state = {
+                key: self.copy(value, self._label(x, key, path)) for key, value in state.items()
+            }
+        else:
+            state = self.copy(state, path)
+        setstate = getattr(y, "__setstate__", None)
+        if setstate is not None and not isinstance(y, type):
+            setstate(state)
+            return
+        if state:
+            y.__dict__.update(state)
+        for key, value in (slots or {}).items():
+            setattr(y, key, self.copy(value, f"{path}.{key}"))
+
+    def _label(self, x: Any, key: str, path: str) -> str:
+        """How the user knows an attribute: a module's by the path `named_modules` gives it."""
+        if not isinstance(x, torch.nn.Module):
+            return f"{path}.{key}"
+        owner = self.module_names.setdefault(id(x), type(x).__name__)
+        if key == "_modules":
+            for name, child in x._modules.items():
+                self.module_names.setdefault(id(child), f"{owner}.{name}")
+        return f"attribute {key!r} of module {owner!r}"
+
+
+_MISSING = object()
+# The reductions that build an object with its class's `__new__` (copyreg's, private to typeshed).
+_NEW_OBJECT = tuple(vars(copyreg)[name] for name in ("__newobj__", "__newobj_ex__"))
+
+
+def _call_shaped(tree: Any) -> bool:
+    """Whether `tree` is the (module, args, kwargs) or (args, kwargs) of a call."""
+    return (
+        type(tree) is tuple
+        and len(tree) in (2, 3)
+        and type(tree[-1]) is dict
+        and type(tree[-2]) is tuple
+    )
+
+
+def _reduced(x: Any) -> tuple[Any, ...] | str:
+    """What pickling and deepcopy build `x` back from (copyreg's table first)."""
+    reductor = copyreg.dispatch_table.get(type(x))
+    if reductor is not None:
+        return reductor(x)
+    return x.__reduce_ex__(4)  # type: ignore[no-any-return]
+
+
+def _state_of(x: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
+    """An object's `__dict__` and slot values; None where it keeps its state elsewhere (C)."""
+    held = getattr(x, "__dict__", None)
+    slots: dict[str, Any] = {}
+    for cls in type(x).__mro__:
+        names = cls.__dict__.get("__slots__", ())
+        for name in (names,) if isinstance(names, str) else names:
+            if name not in ("__dict__", "__weakref__") and hasattr(x, name):
+                slots[name] = getattr(x, name)
+    if held is None and not slots:
+        return None
+    return (dict(held or {}), slots)
+
+
+def _refusal(refused: _Refused) -> str:
+    """What could not be copied, where, why the checker copies, and what to do instead."""
+    what, value, exc = refused.path, refused.value, refused.cause
+    advice = (
+        "pass the values it would produce (a list or a tensor) instead"
+        if inspect.isgenerator(value)
+        else "keep it out of the module and the inputs (for example at module level, where "
+        "copies share it), or give its class a __deepcopy__"
+    )
+    return (
+        f"compile_parity cannot copy {what} ({type(value).__qualname__}): "
+        f"{type(exc).__name__}: {exc}. The checker runs the compiled side on copies of the "
+        "module and inputs, so both sides start from the same state and your objects end as a "
+        f"plain call leaves them; {advice}."
+    )
+
+
+# --- module-level objects ------------------------------------------------------------------------
+
+
+class _ModuleLevel:
+    """The objects reachable from the globals (and classes' attributes) of modules outside torch
+    and the standard library, indexed per module and again whenever its globals are rebound.
+    Tensors, modules and optimizers are never shared (a call changes them), nor mutable
+    containers (the checker restores those the callable reaches), though what they hold is."""
+
+    def __init__(self) -> None:
+        self._modules: dict[str, tuple[tuple[int, ...], dict[int, Any]]] = {}
+
+    def view(self) -> _Shared:
+        """What one copy shares: the module-level objects of the modules its objects' classes
+        come from (where a library keeps its sentinels and registries), looked up as it meets
+        them."""
+        return _Shared(self)
+
+    def index(self, name: str) -> dict[int, Any]:
+        module = sys.modules.get(name)
+        namespace = getattr(module, "__dict__", None)
+        if module is None or not isinstance(namespace, dict) or not _is_indexed(module):
+            return {}
+        signature = tuple(map(id, list(namespace.values())))
+        kept = self._modules.get(name)
+        if kept is not None and kept[0] == signature:
+            return kept[1]
+        found: dict[int, Any] = {}
+        for value in list(namespace.values()):
+            _reach(value, found, _REACH_DEPTH)
+        self._modules[name] = (signature, found)
+        return found
+
+
+class _Shared:
+    """The module-level objects one copy shares."""
+
+    def __init__(self, level: _ModuleLevel) -> None:
+        self._level = level
+        self._found: dict[int, Any] = {}
+        self._seen: set[str] = set()
+
+    def holds(self, x: Any) -> bool:
+        module = getattr(type(x), "__module__", None)
+        if isinstance(module, str) and module not in self._seen:
+            self._seen.add(module)
+            self._found.update(self._level.index(module))
+        return self._found.get(id(x)) is x
+
+
+def _is_indexed(module: types.ModuleType) -> bool:
+    """Modules outside torch and the standard library (whose objects a call never copies)."""
+    filename = getattr(module, "__file__", None)
+    return isinstance(filename, str) and not _paths.is_under(filename, _paths.TORCH_AND_STDLIB)
+
+
+_NEVER_SHARED = (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)
+
+
+def _reach(value: Any, found: dict[int, Any], depth: int) -> None:
+    """Index `value` and what it holds, `depth` levels down."""
+    if len(found) >= _REACH_LIMIT or id(value) in found or type(value) in _ATOMIC:
+        return
+    if isinstance(value, _NEVER_SHARED):
+        return
+    mutable = type(value) in (list, dict, set)
+    if not mutable:
+        found[id(value)] = value
+    if depth == 0:
+        return
+    for child in _held(value):
+        _reach(child, found, depth - 1)
+
+
+def _held(value: Any) -> Iterator[Any]:
+    """What a module-level value holds: a container's items, a class's attributes, an object's
+    instance attributes."""
+    if isinstance(value, dict):
+        yield from list(value.values())
+    elif isinstance(value, (list, tuple, set, frozenset)):
+        yield from list(value)
+    elif isinstance(value, type):
+        yield from (v for k, v in list(vars(value).items()) if not k.startswith("__"))
+    else:
+        held = getattr(value, "__dict__", None)
+        if isinstance(held, dict):
+            yield from list(held.values())
+
+
+_MODULE_LEVEL = _ModuleLevel()  # a cache of what modules' globals reach, rebuilt as they change
+
+__all__ = ["clone_tree", "is_atomic", "shared_objects"]
