@@ -297,7 +297,10 @@ class _ModuleCopies:
 
     def __init__(self) -> None:
         # (id of the test's module, inference mode) -> (that module, its pre-call stand-in)
-        self._stand_ins: dict[tuple[int, bool], tuple[torch.nn.Module, torch.nn.Module]] = {}
+        # (id of a module, inference mode) -> it, its stand-in, and the memo it was copied with
+        self._stand_ins: dict[
+            tuple[int, bool], tuple[torch.nn.Module, torch.nn.Module, dict[int, Any]]
+        ] = {}
         self._structures: dict[int, tuple[torch.nn.Module, Hashable]] = {}  # id -> (module, ...)
 
     def structure(self, module: torch.nn.Module) -> Hashable:
@@ -324,12 +327,13 @@ class _ModuleCopies:
         with torch.inference_mode(False):  # parameters of a copy made here stay normal tensors
             if kept is not None:
                 try:
-                    sync_module(module, kept[1])
+                    sync_module(module, kept[1], kept[2])
                     return kept[1]
                 except Exception:  # restructured, or state sync cannot copy: copy it afresh
                     pass
-            copied = clone_tree(module)
-        self._stand_ins[key] = (module, copied)
+            memo: dict[int, Any] = {}
+            copied = clone_tree(module, memo)
+        self._stand_ins[key] = (module, copied, memo)
         return copied  # type: ignore[no-any-return]
 
 

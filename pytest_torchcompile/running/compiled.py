@@ -56,6 +56,7 @@ class AsUser:
 
     module_copy: torch.nn.Module | None
     compiled: Callable[..., Any]
+    memo: dict[int, Any]  # what the module was copied with, for syncing it
 
 
 @dataclass
@@ -78,7 +79,8 @@ class CompiledSide:
         self.costs = costs  # the test's: a compile the checker adds is counted there
         self._compiled: dict[int, Compiled] = {}
         # id -> (caller's module, its compiled-side copy); the module is kept so ids stay unique
-        self._module_copies: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
+        # id of a caller's module -> it, its copy, and the memo the copy was made with
+        self._module_copies: dict[int, tuple[torch.nn.Module, torch.nn.Module, dict[int, Any]]] = {}
         self._backend: Any = None
         self._random_aware: randomness.RandomAwareBackend | None = None
         self._copied_afresh = False  # the latest run copied a module afresh (else synced one)
@@ -123,12 +125,13 @@ class CompiledSide:
         kept = self._module_copies.get(id(module))
         if kept is not None:
             try:
-                sync_module(module, kept[1])
+                sync_module(module, kept[1], kept[2])
                 return kept[1], False
             except Restructured:
                 pass
-        copied = clone_tree(module)
-        self._module_copies[id(module)] = (module, copied)
+        memo: dict[int, Any] = {}
+        copied = clone_tree(module, memo)
+        self._module_copies[id(module)] = (module, copied, memo)
         self._copied_afresh = True
         return copied, True
 
@@ -257,9 +260,10 @@ class CompiledSide:
 
     def _copied_as_the_latest(self, module: torch.nn.Module) -> torch.nn.Module:
         """A copy of `module` made as the latest run made its copies: afresh, or synced."""
-        copied: torch.nn.Module = clone_tree(module)
+        memo: dict[int, Any] = {}
+        copied: torch.nn.Module = clone_tree(module, memo)
         if not self._copied_afresh:
-            sync_module(module, copied)
+            sync_module(module, copied, memo)
         return copied
 
     def forget_last_run(self) -> None:
@@ -323,13 +327,15 @@ class CompiledSide:
         module = fn if isinstance(fn, torch.nn.Module) else None
         if as_user is not None and as_user.module_copy is not None and module is not None:
             try:
-                sync_module(module, as_user.module_copy)
+                sync_module(module, as_user.module_copy, as_user.memo)
             except Restructured:
                 as_user = None
         if as_user is None:
-            module_copy = clone_tree(module) if module is not None else None
+            memo: dict[int, Any] = {}
+            module_copy = clone_tree(module, memo) if module is not None else None
             target = module_copy if module_copy is not None else randomness.own_code(fn)
-            as_user = entry.as_user = AsUser(module_copy, self._compile(target, as_user=True))
+            compiled = self._compile(target, as_user=True)
+            as_user = entry.as_user = AsUser(module_copy, compiled, memo)
             self.costs.compiled(AS_USER)
         _, user_args, user_kwargs = clone_tree((None, args, dict(kwargs)))
         self._switch_as_compiled()

@@ -122,7 +122,9 @@ class _Copier:
 
     def __init__(self, memo: dict[int, Any]) -> None:
         self.memo = memo
-        self.alive: list[Any] = []  # originals memoized by id, kept alive so no id is reused
+        # Originals memoized by id, kept alive with the memo (as deepcopy keeps them) so no id
+        # is reused while the memo serves later copies (a module's copy, synced call by call).
+        self.alive: list[Any] = memo.setdefault(id(memo), [])
         self.shared = _MODULE_LEVEL.view()
         self.module_names: dict[int, str] = {}  # id of a module -> its path, for messages
 

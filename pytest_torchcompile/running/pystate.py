@@ -55,6 +55,18 @@ def plain_attributes(obj: Any) -> dict[str, Any]:
     }
 
 
+def bound_attributes(obj: Any) -> dict[str, Any]:
+    """The public attributes of a module that hold anything but a plain value, tensor or module:
+    an object it switches between (`self.current = self.right`), a function, a config."""
+    return {
+        name: value
+        for name, value in vars(obj).items()
+        if not name.startswith("_")
+        and not isinstance(value, (torch.Tensor, torch.nn.Module))
+        and not is_plain(value)
+    }
+
+
 def copy_plain(value: Any) -> Any:
     """A copy of a plain value that later writes to the original cannot reach.
 

@@ -99,6 +99,21 @@ def tensors_within(tree: Any) -> Iterator[torch.Tensor]:
             yield from leaf.buffers()
 
 
+def _bindings(call: Any) -> tuple[tuple[torch.nn.Module, str, Any], ...]:
+    """Each attribute of the call's modules bound to an object (`pystate.bound_attributes`)."""
+    modules = {
+        id(m): m
+        for leaf in leaves(call)
+        if isinstance(leaf, torch.nn.Module)
+        for m in leaf.modules()
+    }
+    return tuple(
+        (m, name, value)
+        for m in modules.values()
+        for name, value in pystate.bound_attributes(m).items()
+    )
+
+
 def holds_objects(call: Any) -> bool:
     """Whether a call's inputs hold an object with attributes of its own (beside tensors,
     modules, optimizers and plain values): state no watch over tensors and plain attributes
@@ -119,12 +134,14 @@ def rebuild_tuple(original: tuple[Any, ...], items: list[Any]) -> tuple[Any, ...
     return type(original)(items)
 
 
-def sync_module(source: torch.nn.Module, target: torch.nn.Module) -> None:
+def sync_module(source: torch.nn.Module, target: torch.nn.Module, memo: dict[int, Any]) -> None:
     """Make `target` (the compiled side's copy) hold `source`'s state, keeping its identity.
 
-    Parameters and buffers are copied in place, and plain Python attributes (training flags,
-    scales, counters) are copied over, so the compiled module's guards see what the caller's
-    module holds, as they would if the caller had compiled it directly.
+    Parameters and buffers are copied in place, plain Python attributes (training flags,
+    scales, counters) are copied over, and an attribute bound to another object is bound to
+    that object's copy (`memo`: the one `target` was copied with, so `self.current is
+    self.right` holds in the copy as in the caller's module), so the compiled module's guards
+    see what the caller's module holds, as they would if the caller had compiled it directly.
     """
     source_modules = dict(source.named_modules(remove_duplicate=False))
     target_modules = dict(target.named_modules(remove_duplicate=False))
@@ -135,6 +152,10 @@ def sync_module(source: torch.nn.Module, target: torch.nn.Module) -> None:
             dst = target_modules[name]
             for attr, value in pystate.plain_attributes(src).items():
                 setattr(dst, attr, pystate.copy_plain(value))
+            for attr, value in pystate.bound_attributes(src).items():
+                copied = clone_tree(value, memo)
+                if getattr(dst, attr, None) is not copied:
+                    setattr(dst, attr, copied)
             for kind in ("_parameters", "_buffers"):
                 src_tensors, dst_tensors = getattr(src, kind), getattr(dst, kind)
                 if src_tensors.keys() != dst_tensors.keys():
@@ -222,6 +243,9 @@ class StateBefore:
     snapshot: Any  # (module, args, kwargs) as they were, or None
     written: dict[int, torch.Tensor]  # id of a caller tensor -> a copy of it before the call
     kept: frozenset[tuple[Any, ...]] = frozenset()  # view_key of each of those caller tensors
+    # Each module's attributes bound to objects, as they were: what eager rebinds is bound back
+    # in every copy (re-runs copy the caller's modules after eager's run).
+    bindings: tuple[tuple[torch.nn.Module, str, Any], ...] = ()
 
     @classmethod
     def take(cls, call: Any, copies: Copies, attributes_moved: bool) -> StateBefore:
@@ -229,7 +253,7 @@ class StateBefore:
         # rebound to another object) no watch sees, and re-runs must start from it as it was.
         whole = attributes_moved or holds_objects(call)
         if not whole and not copies.changed():
-            return cls(None, {})
+            return cls(None, {}, bindings=_bindings(call))
         originals = {id(t): t for t in tensors_within(call)}
         # Only where every copied tensor is one of these (none inside other objects), so that
         # each tensor sharing memory with a written one is kept with it, aliasing and all.
@@ -243,13 +267,19 @@ class StateBefore:
             for i, t in originals.items()
             if t.layout == torch.strided and t.untyped_storage().data_ptr() in storages
         }
-        return cls(None, clone_tree(shared), frozenset(view_key(t) for t in shared.values()))
+        kept = frozenset(view_key(t) for t in shared.values())
+        return cls(None, clone_tree(shared), kept, _bindings(call))
 
     def copy(self, call: Any, copier: Callable[[Any, dict[int, Any]], Any]) -> Any:
         """A fresh copy of the call as it was, made by `copier` (clone_tree, upcast_tree...)."""
         if self.snapshot is not None:
             return copier(self.snapshot, {})
-        return copier(call, clone_tree(self.written))  # fresh: a re-run may write them
+        memo = clone_tree(self.written)  # fresh: a re-run may write them
+        copied = copier(call, memo)
+        for owner, name, value in self.bindings:
+            if getattr(owner, name, None) is not value and id(owner) in memo:
+                setattr(memo[id(owner)], name, clone_tree(value, memo))
+        return copied
 
     def lacks(self, watch: Watch, now: Mapping[str, Any]) -> list[str]:
         """What eager changed (`now`: its state after the call) whose earlier state is not kept,

@@ -33,6 +33,21 @@ def test_flip(compile_parity):
     h = Holder()
     for _ in range(4):
         compile_parity(flip, h, torch.ones(2))
+
+class Flip(torch.nn.Module):  # the same on a module: its copies are synced call by call
+    def __init__(self):
+        super().__init__()
+        self.left, self.right = object(), object()
+        self.current = self.left
+
+    def forward(self, x):
+        return flip(self, x)
+
+@pytest.mark.compile_parity
+def test_flip_module(compile_parity):
+    m = Flip()
+    for _ in range(4):
+        compile_parity(m, torch.ones(2))
 """
 
 
@@ -40,15 +55,15 @@ def test_flip(compile_parity):
 def test_a_miscompiled_identity_test_fails_at_dynamo(pytester, backend):
     pytester.makepyfile(FLIP)
     result = pytester.runpytest(f"--compile-backend={backend}")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*ParityError*", "*stage: Dynamo diverges*"])
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["*ParityError*", "*stage: Dynamo diverges*"] * 2)
     result.stdout.no_fnmatch_line("*checked partly*")
 
 
 def test_an_identity_test_passes_with_no_compiler(pytester):
     pytester.makepyfile(FLIP)
     result = pytester.runpytest("--compile-backend=none", "--compile-report=report.json")
-    result.assert_outcomes(passed=1)
+    result.assert_outcomes(passed=2)
     assert json.loads((pytester.path / "report.json").read_text())["totals"]["not_judged"] == 0
 
 
