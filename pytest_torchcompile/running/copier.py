@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import copy
 import copyreg
+import enum
 import inspect
 import sys
 import types
@@ -97,7 +98,7 @@ def shared_objects(tree: Any, depth: int = 4) -> list[Any]:
         seen.add(id(x))
         held = getattr(x, "__dict__", None)
         if view.holds(x):
-            if isinstance(held, dict):
+            if isinstance(held, dict) and not isinstance(x, enum.Enum):  # members never change
                 found.append(x)
             continue
         if type(x) in (list, tuple, set, frozenset):

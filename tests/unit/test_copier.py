@@ -1,0 +1,112 @@
+"""The one copier: what it shares, what it copies, and what it refuses (running/copier.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import threading
+from typing import Any
+
+import pytest
+import torch
+
+from pytest_torchcompile.errors import UncopyableInputError
+from pytest_torchcompile.running.copier import clone_tree, shared_objects
+
+SENTINEL = object()
+
+
+class Mode(enum.Enum):
+    A = 1
+
+
+class Config:
+    def __init__(self) -> None:
+        self.scale = 2.0
+
+
+CONFIG = Config()
+REGISTRY = {"default": Config()}
+
+
+class Holder:
+    def __init__(self, *held: Any) -> None:
+        self.held = list(held)
+
+
+@dataclasses.dataclass
+class Cache:
+    keys: torch.Tensor
+    values: torch.Tensor
+
+
+class Sized:
+    def __new__(cls, dim: int) -> Sized:
+        return super().__new__(cls)
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.weight = torch.ones(dim)
+
+
+class Slotted:
+    __slots__ = ("a", "b")
+
+    def __init__(self) -> None:
+        self.a, self.b = torch.zeros(2), [1, 2]
+
+
+def test_module_level_objects_are_shared_and_the_rest_copied() -> None:
+    holder = Holder(SENTINEL, Mode.A, CONFIG, REGISTRY["default"], Config())
+    copied = clone_tree(holder)
+    assert copied is not holder and copied.held is not holder.held
+    assert copied.held[:4] == [SENTINEL, Mode.A, CONFIG, REGISTRY["default"]]
+    assert all(a is b for a, b in zip(copied.held[:4], holder.held[:4], strict=True))
+    assert copied.held[4] is not holder.held[4] and copied.held[4].scale == 2.0
+    shared = shared_objects(((holder,), {}))
+    assert {id(o) for o in shared} == {id(CONFIG), id(REGISTRY["default"])}
+
+
+def test_non_leaf_tensors_in_an_object_stay_non_leaves_behind_a_copied_leaf() -> None:
+    w = torch.randn(3, 3, requires_grad=True)
+    x = torch.randn(4, 3)
+    keys = x @ w
+    cache = Cache(keys=keys, values=keys.t())
+    copied = clone_tree(cache)
+    assert copied.keys.grad_fn is not None and copied.values.grad_fn is not None
+    assert torch.equal(copied.keys, keys) and copied.values.stride() == keys.t().stride()
+    assert copied.values._base is copied.keys  # a view stays a view of its base's copy
+    copied.keys.sum().backward()
+    assert w.grad is None  # the gradient reaches a copy of the leaf, not the caller's
+
+
+def test_a_class_with_its_own_new_and_slots_are_rebuilt_from_their_state() -> None:
+    sized, slotted = clone_tree((Sized(3), Slotted()))
+    assert isinstance(sized, Sized) and sized.dim == 3 and torch.equal(sized.weight, torch.ones(3))
+    assert isinstance(slotted, Slotted) and slotted.b == [1, 2]
+
+
+def test_views_inside_objects_keep_their_aliasing() -> None:
+    base = torch.arange(6.0)
+    first, second = clone_tree((Holder(base[1:]), Holder(base)))
+    assert first.held[0].untyped_storage().data_ptr() == second.held[0].untyped_storage().data_ptr()
+    assert first.held[0].storage_offset() == 1
+
+
+def test_jagged_nested_tensors_are_copied_with_their_layout() -> None:
+    nt = torch.nested.nested_tensor([torch.ones(2, 4), torch.ones(3, 4)], layout=torch.jagged)
+    copied = clone_tree(nt)
+    assert copied.layout == torch.jagged and copied is not nt
+    assert torch.equal(copied.values(), nt.values())
+
+
+def test_what_cannot_be_copied_is_named_by_its_path() -> None:
+    with pytest.raises(UncopyableInputError, match=r"input 0\.held\[1\] \(lock\)"):
+        clone_tree((None, (Holder(1, threading.Lock()),), {}))
+
+
+def test_a_memo_keeps_what_it_copied_alive_for_later_copies() -> None:
+    memo: dict[int, Any] = {}
+    clone_tree(Holder(Config()), memo)
+    kept = memo[id(memo)]
+    assert any(isinstance(o, Config) for o in kept)  # its id cannot be reused while memo serves
