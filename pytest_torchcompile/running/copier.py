@@ -179,19 +179,24 @@ class _Copier:
             return self._non_leaf(t)
         return self._deepcopied(t, path)
 
-    def _deepcopied(self, t: torch.Tensor, path: str) -> torch.Tensor:
+    def _deepcopied(self, t: torch.Tensor, path: str, *, temporary: bool = False) -> torch.Tensor:
         """torch's own copy: the storage copied once per copy (through the memo), so views of one
-        storage stay views of one copied storage."""
+        storage stay views of one copied storage. A `temporary` (a detached alias made here)
+        leaves no entry: a memo filtered to its tensors outlives the keep-alive list, and a
+        later object given the temporary's id would be answered with this copy."""
         try:
             copied: torch.Tensor = copy.deepcopy(t, self.memo)
-            return copied
         except Exception as exc:
             raise _Refused(path, t, exc) from exc
+        if temporary:
+            del self.memo[id(t)]
+        return copied
 
     def _parameter(self, p: torch.nn.Parameter, path: str) -> torch.nn.Parameter:
         """A parameter copied as a tensor is (its storage once, with the views on it), with its
         `.grad` and its attributes, which `Parameter.__deepcopy__` drops."""
-        copied = torch.nn.Parameter(self._deepcopied(p.detach(), path), p.requires_grad)
+        detached = self._deepcopied(p.detach(), path, temporary=True)
+        copied = torch.nn.Parameter(detached, p.requires_grad)
         self._remember(p, copied)
         if p.grad is not None:
             copied.grad = self._deepcopied(p.grad, f"{path}.grad")
@@ -208,7 +213,7 @@ class _Copier:
             base_copy = self.copy(base, "a view's base")
             view: torch.Tensor = base_copy.as_strided(t.shape, t.stride(), t.storage_offset())
             return view
-        behind = self._deepcopied(t.detach(), "a non-leaf tensor")
+        behind = self._deepcopied(t.detach(), "a non-leaf tensor", temporary=True)
         behind.requires_grad_(t.requires_grad)
         out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
         return out.copy_(behind)

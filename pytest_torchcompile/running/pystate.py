@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from pytest_torchcompile import _paths
+from pytest_torchcompile.running.copier import clone_tree
 
 _CONTAINERS = (list, dict, set)
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
@@ -70,10 +71,11 @@ def bound_attributes(obj: Any) -> dict[str, Any]:
 def copy_plain(value: Any) -> Any:
     """A copy of a plain value that later writes to the original cannot reach.
 
-    Scalars, and tuples and frozensets of them, are their own copy: deepcopy would only spend
-    time (most module attributes are flags, sizes and tuples of sizes).
+    Scalars, and tuples and frozensets of them, are their own copy: copying would only spend
+    time (most module attributes are flags, sizes and tuples of sizes). The rest goes through
+    the checker's one copier, which takes the non-leaf tensors a list may hold.
     """
-    return value if _immutable(value) else copy.deepcopy(value)
+    return value if _immutable(value) else clone_tree(value)
 
 
 def _immutable(value: Any, depth: int = 0) -> bool:
@@ -100,7 +102,7 @@ class SharedContainers:
         return shared
 
     def snapshot(self) -> Snapshot:
-        containers = {label: copy.deepcopy(c) for label, c in self.found.items()}
+        containers = {label: clone_tree(c) for label, c in self.found.items()}
         return containers, [_attributes(vars(obj)) for obj in self.objects]
 
     def restore(self, snapshot: Snapshot) -> None:
@@ -108,7 +110,7 @@ class SharedContainers:
         holds references to them)."""
         containers, attributes = snapshot
         for label, container in self.found.items():
-            saved = copy.deepcopy(containers[label])
+            saved = clone_tree(containers[label])
             if isinstance(container, list):
                 container[:] = saved
             else:
@@ -121,7 +123,7 @@ class SharedContainers:
 
     def state(self) -> dict[str, Any]:
         """Each container as it is now, named for the failure message."""
-        return {f"{label} after the call": copy.deepcopy(c) for label, c in self.found.items()}
+        return {f"{label} after the call": clone_tree(c) for label, c in self.found.items()}
 
 
 Snapshot = tuple[dict[str, Any], list[dict[str, Any]]]  # containers by label; objects' attributes

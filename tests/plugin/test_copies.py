@@ -202,3 +202,30 @@ def test_a_dropped_write_into_a_tensor_an_object_holds_fails(pytester):
     result = pytester.runpytest("--compile-backend=planted:drop_input_mutation")
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*input 0.keys after the call: values are not close*"])
+
+
+def test_a_module_holding_a_non_leaf_tensor_in_a_list_is_checked_in_zero_change_mode(pytester):
+    # As GPyTorch's ExactGP holds its train_inputs after get_fantasy_model.
+    pytester.makepyfile(
+        """
+        import torch
+
+        class M(torch.nn.Module):
+            def __init__(self, x):
+                super().__init__()
+                self.lin = torch.nn.Linear(2, 2)
+                self.inputs = [x]
+
+            def forward(self, y):
+                return self.lin(y) + self.inputs[0].sum()
+
+        def test_call():
+            w = torch.ones(2, 2, requires_grad=True)
+            M(torch.ones(3, 2) @ w)(torch.ones(1, 2))
+        """
+    )
+    result = pytester.runpytest("--compile-parity=all", "--compile-backend=none")
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*intercepted module calls in 1 test(s): 1 checked*"])
+    planted = pytester.runpytest("--compile-parity=all", "--compile-backend=planted:corrupt_output")
+    planted.assert_outcomes(failed=1)

@@ -110,3 +110,14 @@ def test_a_memo_keeps_what_it_copied_alive_for_later_copies() -> None:
     clone_tree(Holder(Config()), memo)
     kept = memo[id(memo)]
     assert any(isinstance(o, Config) for o in kept)  # its id cannot be reused while memo serves
+
+
+def test_a_memo_names_only_the_originals_it_copied_not_temporaries() -> None:
+    # A memo filtered to its tensors (Copies.unchanged) serves later copies without the
+    # keep-alive list: an id of a dead temporary would answer a new object with another copy.
+    w = torch.ones(25, requires_grad=True)
+    originals = [w * 2, torch.nn.Parameter(torch.ones(3))]
+    memo: dict[int, Any] = {}
+    clone_tree(originals, memo)
+    copied_ids = {key for key, value in memo.items() if isinstance(value, torch.Tensor)}
+    assert copied_ids <= {id(t) for t in originals}
