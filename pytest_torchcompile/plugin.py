@@ -53,6 +53,7 @@ from pytest_torchcompile.workers import XdistHooks, worker_gpu
 
 if TYPE_CHECKING:
     from pytest_torchcompile.adoption.callsites import Constructions
+    from pytest_torchcompile.adoption.functions import Found
     from pytest_torchcompile.adoption.intercept import Interceptor
 
 __all__ = ["compile_parity", "device"]
@@ -358,8 +359,28 @@ def _interceptor(item: pytest.Item) -> Interceptor | None:
         exclude=session.parity_exclude,
         every_call=session.parity_every_call,
     )
-    checked = item.config.stash[RUN_KEY].checked_calls
-    return Interceptor(settings, selection, checked, _constructions(item))
+    run = item.config.stash[RUN_KEY]
+    return Interceptor(
+        settings, selection, run.checked_calls, _constructions(item), _functions(item, settings)
+    )
+
+
+def _functions(item: pytest.Item, settings: Settings) -> Found | None:
+    """--compile-parity-functions: its packages' functions, bound also in the test's module."""
+    if not settings.parity_functions:
+        return None
+    from pytest_torchcompile.adoption import functions
+
+    try:
+        found = functions.find(settings.parity_functions, item.config.stash[RUN_KEY].functions)
+    except ImportError as exc:
+        pytest.fail(
+            f"Invalid parity_functions={','.join(settings.parity_functions)!r} from "
+            f"{settings.source('parity_functions')}: cannot import {exc.name or ''}: {exc}",
+            pytrace=False,
+        )
+    module = getattr(item, "module", None)
+    return found.including(vars(module)) if module is not None else found
 
 
 def _finish(item: pytest.Item, check: bool, interceptor: Interceptor | None = None) -> None:
@@ -375,13 +396,15 @@ def _finish(item: pytest.Item, check: bool, interceptor: Interceptor | None = No
             calls=interceptor.module_calls(),
             inside_checked=sorted(interceptor.inside_checked),
         )
+        _list_functions(item, interceptor)
     if check and marked and interceptor is not None and interceptor.outermost_calls == 0:
         from pytest_torchcompile.errors import UnusedCheckerError
 
         raise UnusedCheckerError(
             f"{item.nodeid} is marked compile_parity but neither called the compile_parity "
-            "fixture nor made any nn.Module call to intercept: call compile_parity(model, x), "
-            "or call a model in the test body"
+            "fixture nor made any nn.Module call to intercept (nor a call of a "
+            "--compile-parity-functions function): call compile_parity(model, x), or call a "
+            "model in the test body"
         )
     if check and marked and interceptor is None and (checker is None or checker.calls == 0):
         from pytest_torchcompile.errors import UnusedCheckerError
@@ -406,6 +429,25 @@ def _finish(item: pytest.Item, check: bool, interceptor: Interceptor | None = No
         item.stash[RECORD_KEY] = record
         item.add_report_section("call", "torch.compile", section_text(record))
         item.user_properties.extend(junit_properties(record))  # before the report copies them
+
+
+def _list_functions(item: pytest.Item, interceptor: Interceptor) -> None:
+    """Add the functions the test's calls reached inside checked ones, and the functions this
+    process has not listed yet, wrapped or not, to its coverage record (once per process, so the
+    report does not repeat a package's functions for every test)."""
+    record, found = item.stash[COVERAGE_KEY], interceptor.functions
+    if interceptor.inside_checked_functions:
+        record["inside_checked_functions"] = sorted(interceptor.inside_checked_functions)
+    if found is None:
+        return
+    listed = item.config.stash[RUN_KEY].listed_functions
+    wrapped = sorted(set(found.functions) - listed)
+    unwrapped = {name: why for name, why in found.unwrapped.items() if name not in listed}
+    if wrapped:
+        record["functions"] = wrapped
+    if unwrapped:
+        record["unwrapped"] = dict(sorted(unwrapped.items()))
+    listed |= {*wrapped, *unwrapped}
 
 
 def _check_budget_file(config: pytest.Config, record: ParityRecord) -> None:

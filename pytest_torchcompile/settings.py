@@ -130,6 +130,18 @@ def _parse_patterns(value: Any) -> tuple[str, ...]:
     return patterns
 
 
+def _parse_packages(value: Any) -> tuple[str, ...]:
+    """'mylib, other.sub' or a list: importable package or module names; '' or none for none."""
+    items = value.replace(",", " ").split() if isinstance(value, str) else list(value or ())
+    packages = tuple(str(item).strip() for item in items if str(item).strip())
+    if packages in ((), ("none",)):
+        return ()
+    for package in packages:
+        if not all(part.isidentifier() for part in package.split(".")):
+            raise ValueError(f"{package!r} is not a package name such as mylib or mylib.ops")
+    return packages
+
+
 def _parse_mode(value: Any) -> str:
     if value is None:
         return "default"
@@ -336,6 +348,15 @@ TEST_OPTIONS: tuple[Option, ...] = (
         "--compile-autograd",
         is_switch=True,
     ),
+    Option(
+        "parity_functions",
+        _parse_packages,
+        (),
+        "intercepted tests: also cross-check the outermost calls of the public functions of "
+        "these comma-separated packages (defined in them; bound in their modules or imported "
+        "into the test module), as module calls are",
+        "--compile-parity-functions",
+    ),
 )
 MARKER_KEYS: tuple[str, ...] = tuple(option.name for option in TEST_OPTIONS)
 
@@ -369,6 +390,7 @@ class Settings:
     reject_eager_errors: bool = _default(_BY_NAME, "reject_eager_errors")
     dynamic_dims: str = _default(_BY_NAME, "dynamic_dims")
     compiled_autograd: bool = _default(_BY_NAME, "compiled_autograd")
+    parity_functions: tuple[str, ...] = _default(_BY_NAME, "parity_functions")
     # Where each value came from, for messages: "default", "ini compile_backend",
     # "--compile-backend", "marker on test_x", "assert_compile_parity(...)".
     sources: Mapping[str, str] = field(default_factory=dict, compare=False)
@@ -558,24 +580,24 @@ SESSION_OPTIONS: tuple[Option, ...] = (
             "parity_include",
             _parse_patterns,
             ("*",),
-            "intercept only module classes whose qualified name (pkg.mod.Class) or class name "
-            "matches one of these comma-separated fnmatch patterns",
+            "intercept only module classes and functions whose qualified name (pkg.mod.Class, "
+            "pkg.mod.f) or own name matches one of these comma-separated fnmatch patterns",
             "--compile-parity-include",
         ),
         Option(
             "parity_exclude",
             _parse_patterns,
             (),
-            "never intercept module classes whose qualified name or class name matches one of "
-            "these comma-separated fnmatch patterns",
+            "never intercept module classes or functions whose qualified name or own name "
+            "matches one of these comma-separated fnmatch patterns",
             "--compile-parity-exclude",
         ),
         Option(
             "parity_every_call",
             _parse_bool,
             False,
-            "intercepted calls: check every call, not only the first of each module class, "
-            "structure and input signature in the session",
+            "intercepted calls: check every call, not only the first of each module class (or "
+            "function), structure and input signature in the session",
             "--compile-parity-every-call",
             is_switch=True,
         ),

@@ -41,6 +41,10 @@ class Run:
     updated: str | None = None  # what --compile-budgets-update wrote, for the summary
     checked_calls: set[Any] = field(default_factory=set)  # intercepted call signatures checked
     coverage: list[CoverageRecord] = field(default_factory=list)  # one per intercepted test
+    # --compile-parity-functions: what functions.find found (its cache), and the functions
+    # this process's coverage records listed already
+    functions: dict[Any, Any] = field(default_factory=dict)
+    listed_functions: set[str] = field(default_factory=set)
     cache: caches.CachePlan | None = None  # --compile-cache
     cache_counts: dict[str, int] = field(default_factory=dict)  # its hits and misses, all processes
 

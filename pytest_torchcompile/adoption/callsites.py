@@ -63,7 +63,23 @@ def _in_torch(cls: type) -> bool:
     return cls.__module__ == "torch" or cls.__module__.startswith("torch.")
 
 
-class CallSites:
+class Patches:
+    """Wrappers set in place of originals: `suspended()` puts the originals back while a replay
+    runs, so Dynamo traces what the test would run without the plugin."""
+
+    @contextmanager
+    def suspended(self) -> Iterator[None]:
+        self._set(wrapped=False)
+        try:
+            yield
+        finally:
+            self._set(wrapped=True)
+
+    def _set(self, *, wrapped: bool) -> None:
+        raise NotImplementedError
+
+
+class CallSites(Patches):
     """The wrappers on `__call__` of `nn.Module` and of the classes that override it."""
 
     def __init__(self, make_wrapper: WrapperFactory) -> None:
@@ -84,15 +100,6 @@ class CallSites:
     def remove(self) -> None:
         self._set(wrapped=False)
         self._patched.clear()
-
-    @contextmanager
-    def suspended(self) -> Iterator[None]:
-        """The original `__call__`s while the block runs (a replay: Dynamo traces them)."""
-        self._set(wrapped=False)
-        try:
-            yield
-        finally:
-            self._set(wrapped=True)
 
     def _set(self, *, wrapped: bool) -> None:
         """Set each class's `__call__`, unless someone else (torch.fx tracing) replaced ours."""
@@ -171,4 +178,4 @@ def _a_model(cls: type) -> bool:
     return not _in_torch(cls) or cls.__module__.startswith("torch.nn.")
 
 
-__all__ = ["CallSites", "Constructions", "overriding_classes", "qualified_name"]
+__all__ = ["CallSites", "Constructions", "Patches", "overriding_classes", "qualified_name"]

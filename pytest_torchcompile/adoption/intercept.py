@@ -14,19 +14,25 @@ counted per test); within a test, instances of a module class share Dynamo's cac
 across tests Inductor's on-disk FX-graph cache serves graphs already compiled. A module class,
 structure and input signature checked once in the session is not checked again unless
 `--compile-parity-every-call` is given (selection.py).
+
+With --compile-parity-functions, the public functions of the named packages are wrapped too
+(functions.py), and a function call takes the same path: no other module or function call in
+progress makes it outermost; the calls it makes are "inside checked" once it is checked.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Hashable
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
-from types import TracebackType
+from types import FunctionType, TracebackType
 from typing import Any
 
 import torch
 
 from pytest_torchcompile.adoption.callsites import CallSites, Constructions, qualified_name
+from pytest_torchcompile.adoption.functions import Found, FunctionSites
 from pytest_torchcompile.counting.records import ModuleCallRecord
 from pytest_torchcompile.errors import (
     CompileParityFailure,
@@ -56,20 +62,32 @@ Inputs = tuple[tuple[Any, ...], dict[str, Any]]
 
 
 @dataclass(frozen=True)
-class _ModuleCall:
-    """One call as the test made it: the module, the `__call__` it reached, the arguments."""
+class _Call:
+    """One call as the test made it: the module (None for a function call), the `__call__` or
+    function it reached, the arguments, and the class or function's qualified name."""
 
-    module: torch.nn.Module
+    module: torch.nn.Module | None
     original: Callable[..., Any]
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    name: str
+
+    @property
+    def kind(self) -> str:
+        return "module" if self.module is not None else "function"
+
+    def run(self) -> Any:
+        if self.module is None:
+            return self.original(*self.args, **self.kwargs)
+        return self.original(self.module, *self.args, **self.kwargs)
 
 
 class Interceptor:
-    """One test's interception: the wrappers around module calls, its checker and tally.
+    """One test's interception: the wrappers around module (and function) calls, its checker
+    and tally.
 
     Use as a context manager around the test body; then `finish()` raises the divergences, and
-    `module_calls()` and `inside_checked` are what the report shows.
+    `module_calls()`, `inside_checked` and `inside_checked_functions` are what the report shows.
     """
 
     def __init__(
@@ -78,19 +96,28 @@ class Interceptor:
         selection: Selection,
         checked: set[Hashable],
         constructions: Constructions | None = None,
+        functions: Found | None = None,
     ) -> None:
         self.checker = Checker(settings, examples=True)  # a recompile limit starts a fresh cache
         self.selection = selection
         self.outermost_calls = 0
         self.divergences: list[str] = []
         self.inside_checked: set[str] = set()  # classes of submodules of checked calls
+        self.inside_checked_functions: set[str] = set()  # functions the checked calls made
         self._checked = checked  # session-wide: signatures already checked
         self._diverged: set[Hashable] = set()  # this test's: other tests still check them
-        self._tally: dict[tuple[str, str, str], int] = {}
+        self._tally: dict[tuple[str, str, str, str], int] = {}  # kind, name, outcome, reason
+        self._diverged_kinds: set[str] = set()  # module, function
         self._copies = _ModuleCopies()
         self._sites = CallSites(self._wrapper)
+        self.functions = functions  # --compile-parity-functions: what is wrapped, and not
+        self._functions = (
+            FunctionSites(functions, self._function_wrapper) if functions is not None else None
+        )
         self._constructions = constructions  # the test's: paused while the checker copies
         self._busy = False  # a module call or a check is in progress: calls pass straight through
+        self._open = False  # the test body runs: a wrapper someone kept afterwards passes through
+        self._nested: set[str] = set()  # functions the outermost call in progress made
         self._isolation: Any = None
 
     # --- the wrappers -------------------------------------------------------------------------
@@ -99,6 +126,9 @@ class Interceptor:
         self._isolation = isolated(self.checker.accountant)
         self._isolation.__enter__()
         self._sites.install()
+        if self._functions is not None:
+            self._functions.install()
+        self._open = True
         return self
 
     def __exit__(
@@ -107,6 +137,9 @@ class Interceptor:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
+        self._open = False
+        if self._functions is not None:
+            self._functions.remove()
         self._sites.remove()
         self._isolation.__exit__(kind, value, traceback)
 
@@ -117,45 +150,60 @@ class Interceptor:
         def __call__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
             if self._busy or torch.compiler.is_compiling():
                 return original(module, *args, **kwargs)
-            return intercept(_ModuleCall(module, original, args, kwargs))
+            name = qualified_name(type(module))
+            return intercept(_Call(module, original, args, kwargs, name))
 
         return __call__
 
-    def _plain(self, call: _ModuleCall) -> Any:
-        """The test's own call, with every module call inside it passed straight through."""
+    def _function_wrapper(self, name: str, original: FunctionType) -> Callable[..., Any]:
+        """What replaces one function (`original`, named `name`) while the test body runs."""
+        intercept = self._intercept
+
+        @functools.wraps(original)
+        def call(*args: Any, **kwargs: Any) -> Any:
+            if self._busy or not self._open or torch.compiler.is_compiling():
+                if self._busy:
+                    self._nested.add(name)
+                return original(*args, **kwargs)
+            return intercept(_Call(None, original, args, kwargs, name))
+
+        return call
+
+    def _plain(self, call: _Call) -> Any:
+        """The test's own call, with every call inside it passed straight through."""
         self._busy = True
         try:
-            return call.original(call.module, *call.args, **call.kwargs)
+            return call.run()
         finally:
             self._busy = False
 
-    def _intercept(self, call: _ModuleCall) -> Any:
+    def _intercept(self, call: _Call) -> Any:
         self.outermost_calls += 1
         number = self.outermost_calls
-        module, args, kwargs = call.module, call.args, call.kwargs
-        name = qualified_name(type(module))
+        self._nested = set()
         try:
-            signature = self._select(module, name, args, kwargs)
-            stand_in = self._copies.stand_in(module)
-            inputs = clone_tree((args, dict(kwargs)))
+            signature = self._select(call)
+            replayed = call.original if call.module is None else self._copies.stand_in(call.module)
+            inputs = clone_tree((call.args, dict(call.kwargs)))
         except Skip as skip:
-            self._count(name, "skipped", str(skip))
+            self._count(call, "skipped", str(skip))
             return self._plain(call)
         except Exception as exc:  # the snapshot failed: the test's call runs as written
-            self._count(name, "skipped", f"cannot snapshot the call: {_text(exc)}")
+            self._count(call, "skipped", f"cannot snapshot the call: {_text(exc)}")
             return self._plain(call)
         before = RngState.capture()
         try:
             output = self._plain(call)
         except BaseException as exc:
-            self._count(name, "skipped", f"the call raised {type(exc).__name__}: not replayed")
+            self._count(call, "skipped", f"the call raised {type(exc).__name__}: not replayed")
             raise
         after = RngState.capture()
-        shared = SharedContainers(module)  # the replay's runs must not add to what the test sees
+        # the replay's runs must not add to what the test sees
+        shared = SharedContainers(call.module if call.module is not None else call.original)
         left = shared.snapshot()
         before.restore()
         try:
-            self._check(number, name, signature, stand_in, inputs)
+            self._check(number, call, signature, replayed, inputs)
         finally:
             after.restore()
             shared.restore(left)
@@ -163,74 +211,98 @@ class Interceptor:
 
     # --- selecting and snapshotting -----------------------------------------------------------
 
-    def _select(
-        self, module: torch.nn.Module, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Hashable:
+    def _select(self, call: _Call) -> Hashable:
         """The call's signature, or Skip with the reason it is not checked."""
-        reason = self.selection.skips(name) or refusal(module)
+        module = call.module
+        reason = self.selection.skips(call.name) or refusal(module)
         if reason is not None:
             raise Skip(reason)
-        signature = call_signature(name, self._copies.structure(module), module, args, kwargs)
+        program = (self._copies.structure(module), module.training) if module is not None else None
+        signature = call_signature(call.name, program, call.args, call.kwargs)
+        structure = " with this structure" if module is not None else ""
         if not self.selection.every_call and signature in self._checked:
-            raise Skip("already checked in this session with this structure and input signature")
+            raise Skip(f"already checked in this session{structure} and input signature")
         if not self.selection.every_call and signature in self._diverged:
-            raise Skip("already diverged in this test with this structure and input signature")
+            raise Skip(f"already diverged in this test{structure} and input signature")
         return signature
 
     # --- checking -------------------------------------------------------------------------------
 
     def _check(
-        self, number: int, name: str, signature: Hashable, stand_in: torch.nn.Module, inputs: Inputs
+        self,
+        number: int,
+        call: _Call,
+        signature: Hashable,
+        replayed: Callable[..., Any],
+        inputs: Inputs,
     ) -> None:
-        """Replay the call from its snapshot through the checker; tally the outcome."""
+        """Replay the call from its snapshot through the checker (`replayed`: the module's
+        stand-in, or the function); tally the outcome."""
         args, kwargs = inputs
         fallbacks = len(self.checker.accountant.counts()["fallbacks"])
         recorder = Recorder()  # this call alone, kept for triage if it diverges
         self._busy = True
         try:
-            recorder.record(stand_in, args, kwargs)
-            with self._sites.suspended(), _paused(self._constructions):
-                self.checker.check(stand_in, args, kwargs)  # Dynamo traces the originals
+            recorder.record(replayed, args, kwargs)
+            with self._originals():
+                self.checker.check(replayed, args, kwargs)  # Dynamo traces the originals
         except RecompileLimitExceeded as limit:
             if self._budgeted():  # the user asked for recompiles to be held to a limit
                 self._diverged.add(signature)
-                self._diverge(number, name, limit, recorder)
+                self._diverge(number, call, limit, recorder)
             else:  # the program would run eagerly there: no parity shown, no divergence either
-                self._count(name, "skipped", f"the compiled side would run eagerly: {_text(limit)}")
+                self._count(call, "skipped", f"the compiled side would run eagerly: {_text(limit)}")
             return
         except CompileParityFailure as failure:
             self._diverged.add(signature)
-            self._diverge(number, name, failure, recorder)
+            self._diverge(number, call, failure, recorder)
             return
         except UncheckableCallError as misuse:  # meta tensors, an iterator output: no values
-            self._count(name, "skipped", f"cannot check the call: {_text(misuse)}")
+            self._count(call, "skipped", f"cannot check the call: {_text(misuse)}")
             return
         except Exception as exc:  # not a verdict: the replay itself could not run
-            self._count(name, "skipped", f"the replay raised {_text(exc)}")
+            self._count(call, "skipped", f"the replay raised {_text(exc)}")
             return
         finally:
             self._busy = False
         fallback = self.checker.accountant.counts()["fallbacks"][fallbacks:]
         unseen = self._uncompared_output()
         if fallback:
-            self._count(name, "skipped", f"the compiled side ran eagerly: {fallback[0]['reason']}")
+            self._count(call, "skipped", f"the compiled side ran eagerly: {fallback[0]['reason']}")
         elif unseen:
-            self._count(name, "skipped", unseen)
+            self._count(call, "skipped", unseen)
         else:
             self._checked.add(signature)
-            self._count(name, *self._how_checked())
-            self.inside_checked |= {
-                qualified_name(type(inner)) for inner in stand_in.modules() if inner is not stand_in
-            }
+            self._count(call, *self._how_checked())
+            self.inside_checked_functions |= self._nested - {call.name}
+            if isinstance(replayed, torch.nn.Module):
+                self.inside_checked |= {
+                    qualified_name(type(inner))
+                    for inner in replayed.modules()
+                    if inner is not replayed
+                }
+
+    def _originals(self) -> ExitStack:
+        """The original `__call__`s and functions, and no constructions noted, while a replay
+        runs."""
+        stack = ExitStack()
+        stack.enter_context(self._sites.suspended())
+        if self._functions is not None:
+            stack.enter_context(self._functions.suspended())
+        stack.enter_context(_paused(self._constructions))
+        return stack
 
     def _diverge(
-        self, number: int, name: str, failure: CompileParityFailure, recorder: Recorder
+        self, number: int, call: _Call, failure: CompileParityFailure, recorder: Recorder
     ) -> None:
         report = self.checker.last_report
         leaves = [leaf.leaf for leaf in report.failures] if report and not report.ok else []
         where = ", ".join(leaves) or type(failure).__name__
-        self._count(name, "diverged", where)
-        self.divergences.append(f"module call {number} ({name}), differing at {where}:\n{failure}")
+        self._count(call, "diverged", where)
+        self._diverged_kinds.add(call.kind)
+        self.divergences.append(
+            f"{call.kind} call {number} ({call.name}), differing at {where}:\n{failure}"
+        )
         if self.checker.recorder is None:  # triage replays the first diverging call
             recorder.diverged()
             self.checker.recorder = recorder
@@ -257,17 +329,23 @@ class Interceptor:
         more = f" and {len(unjudged) - 3} more" if len(unjudged) > 3 else ""
         return "checked partly", f"not judged ({', '.join(rules)}): {names}{more}"
 
-    def _count(self, module: str, outcome: str, reason: str) -> None:
-        key = (module, outcome, reason)
+    def _count(self, call: _Call, outcome: str, reason: str) -> None:
+        key = (call.kind, call.name, outcome, reason)
         self._tally[key] = self._tally.get(key, 0) + 1
 
     # --- after the test body ------------------------------------------------------------------
 
     def module_calls(self) -> list[ModuleCallRecord]:
-        return [
-            ModuleCallRecord(module=module, outcome=outcome, reason=reason, calls=calls)
-            for (module, outcome, reason), calls in sorted(self._tally.items())
-        ]
+        """The tally by class or function name; a function's rows say `kind: function`."""
+        records = []
+        for (kind, name, outcome, reason), calls in sorted(
+            self._tally.items(), key=lambda item: (item[0][1:], item[0][0])
+        ):
+            record = ModuleCallRecord(module=name, outcome=outcome, reason=reason, calls=calls)
+            if kind == "function":
+                record["kind"] = kind
+            records.append(record)
+        return records
 
     def finish(self) -> None:
         """Fail the test for its divergences; then budgets, when the user set one.
@@ -278,8 +356,9 @@ class Interceptor:
         __tracebackhide__ = True
         if self.divergences:
             count = len(self.divergences)
+            kinds = " and ".join(sorted(self._diverged_kinds, reverse=True))
             raise ParityError(
-                f"{count} intercepted module call(s) diverged under torch.compile "
+                f"{count} intercepted {kinds} call(s) diverged under torch.compile "
                 "(--compile-parity=all replays each call from a snapshot, eager vs compiled):\n\n"
                 + "\n\n".join(self.divergences)
             )

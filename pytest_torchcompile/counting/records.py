@@ -63,12 +63,14 @@ class CompileCounts(TypedDict):
 
 
 class ModuleCallRecord(TypedDict):
-    """Intercepted module calls of one test (--compile-parity=all) with one outcome and reason."""
+    """Intercepted module calls of one test (--compile-parity=all) with one outcome and reason;
+    or function calls (--compile-parity-functions), which say `kind: function`."""
 
-    module: str  # qualified class name, e.g. "timm.models.resnet.ResNet"
+    module: str  # qualified class name, e.g. "timm.models.resnet.ResNet", or function name
     outcome: str  # checked, checked partly, skipped, diverged
     reason: str  # why skipped or partly, or the differing leaves; "" when checked
     calls: int
+    kind: NotRequired[str]  # "function" for a function's calls; absent for a module class's
 
 
 class CoverageRecord(TypedDict):
@@ -78,6 +80,11 @@ class CoverageRecord(TypedDict):
     constructed: list[str]  # qualified names of the classes constructed in setup and body
     calls: list[ModuleCallRecord]  # its outermost module calls, by class, outcome and reason
     inside_checked: list[str]  # classes of submodules of the calls it checked
+    # --compile-parity-functions: the functions its checked calls made, and the functions
+    # wrapped and not wrapped (each listed by the first test of a process that found it).
+    inside_checked_functions: NotRequired[list[str]]
+    functions: NotRequired[list[str]]
+    unwrapped: NotRequired[dict[str, str]]  # qualified name -> why it is not wrapped
 
 
 class CostRecord(TypedDict):

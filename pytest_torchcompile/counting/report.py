@@ -131,15 +131,16 @@ def _call_lines(calls: list[ModuleCallRecord]) -> list[str]:
 
 
 def intercept_summary_lines(records: Iterable[ParityRecord]) -> list[str]:
-    """--compile-parity=all: module classes checked, diverged (with tests), checked partly and
-    skipped (why)."""
+    """--compile-parity=all: module classes (and functions) checked, diverged (with tests),
+    checked partly and skipped (why)."""
     intercepted = sorted((r for r in records if r.get("module_calls")), key=lambda r: r["nodeid"])
     if not intercepted:
         return []
     calls = [(r["nodeid"], c) for r in intercepted for c in r.get("module_calls", [])]
     total = {o: sum(c["calls"] for _, c in calls if c["outcome"] == o) for o in _OUTCOMES}
+    kinds = " and ".join(sorted({c.get("kind", "module") for _, c in calls}, reverse=True))
     lines = [
-        f"intercepted module calls in {len(intercepted)} test(s): {total['checked']} checked, "
+        f"intercepted {kinds} calls in {len(intercepted)} test(s): {total['checked']} checked, "
         f"{total['diverged']} diverged, {total['checked partly']} checked partly, "
         f"{total['skipped']} skipped"
     ]

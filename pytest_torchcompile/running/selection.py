@@ -1,11 +1,12 @@
-"""Which intercepted module calls are cross-checked, and what makes two calls the same program.
+"""Which intercepted calls are cross-checked, and what makes two calls the same program.
 
-A call is checked unless the user's patterns leave its class out, it cannot be replayed (a module
+A module call is checked unless the user's patterns leave its class out, it cannot be replayed (a module
 compiled or scripted by the test itself, a call under tracing, tensor subclasses or meta tensors
 as inputs, parameters not initialized yet), or a call with the same signature was checked
 already: the same module tree (each submodule's class and settings, parameter-free layers
 included), the same tensors in it, the same input types, shapes, dtypes and layouts, and the
-same modes.
+same modes. A function call (--compile-parity-functions) is keyed by the function's qualified name,
+its input signature and the modes.
 """
 
 from __future__ import annotations
@@ -24,14 +25,15 @@ _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 
 @dataclass(frozen=True)
 class Selection:
-    """Which module calls are cross-checked: class-name patterns and re-checking."""
+    """Which calls are cross-checked: class and function name patterns, and re-checking."""
 
     include: tuple[str, ...] = ("*",)
     exclude: tuple[str, ...] = ()
     every_call: bool = False
 
     def skips(self, qualified: str) -> str | None:
-        """Why a class is not selected, or None; patterns match `pkg.mod.Class` or `Class`."""
+        """Why a class or function is not selected, or None; patterns match the qualified name
+        (`pkg.mod.Class`, `pkg.mod.f`) or the last part (`Class`, `f`)."""
         names = (qualified, qualified.rsplit(".", 1)[-1])
 
         def matches(patterns: tuple[str, ...]) -> bool:
@@ -48,25 +50,24 @@ class Skip(Exception):
     """A call the interceptor does not check, with the reason the report gives."""
 
 
-def refusal(module: torch.nn.Module) -> str | None:
-    """Why a call of `module` cannot be replayed whatever its inputs, or None."""
-    if _compat.is_compiled_module(module):
+def refusal(module: torch.nn.Module | None) -> str | None:
+    """Why a call of `module` (None: of a function) cannot be replayed whatever its inputs, or
+    None."""
+    if module is not None and _compat.is_compiled_module(module):
         return "compiled by the test itself (torch.compile)"
-    if isinstance(module, torch.jit.ScriptModule):
+    if module is not None and isinstance(module, torch.jit.ScriptModule):
         return "a TorchScript module"
     if torch.jit.is_tracing():  # type: ignore[attr-defined,no-untyped-call]
         return "called under torch.jit.trace"
     return None
 
 
-def call_signature(
-    name: str, structure: Hashable, module: torch.nn.Module, args: Any, kwargs: Any
-) -> Hashable:
-    """What makes two calls one program for Dynamo: class, tensors, inputs and the modes."""
+def call_signature(name: str, program: Hashable, args: Any, kwargs: Any) -> Hashable:
+    """What makes two calls one program for Dynamo: the class or function's name, `program` (a
+    module's structure and training flag; None for a function), the inputs and the modes."""
     return (
         name,
-        structure,
-        module.training,
+        program,
         inputs_signature((args, kwargs)),
         torch.is_grad_enabled(),
         torch.is_inference_mode_enabled(),
