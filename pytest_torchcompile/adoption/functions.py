@@ -87,9 +87,7 @@ def _walk(modules: list[types.ModuleType], packages: tuple[str, ...]) -> Found:
                     functions.setdefault(f"{origin}.{value.__qualname__}", value)
                     bindings.append((namespace, name, value))
             elif _public(name) and callable(value) and not _a_module_class(value):
-                unwrapped.setdefault(
-                    f"{origin}.{getattr(value, '__qualname__', name)}", _what(value)
-                )
+                unwrapped.setdefault(f"{origin}.{_qualname(value, name)}", _what(value))
     return Found(functions, tuple(bindings), unwrapped)
 
 
@@ -110,6 +108,14 @@ def _origin(value: Any) -> str | None:
         return owner.__module__
     module = getattr(value, "__module__", None)
     return module if isinstance(module, str) else None
+
+
+def _qualname(value: Any, name: str) -> str:
+    """`F.apply` for a method bound to class `F`, else the value's own qualified name."""
+    owner = getattr(value, "__self__", None)
+    if isinstance(owner, type):
+        return f"{owner.__qualname__}.{getattr(value, '__name__', name)}"
+    return str(getattr(value, "__qualname__", name))
 
 
 def _a_module_class(value: Any) -> bool:

@@ -206,7 +206,7 @@ def _why(entry: ClassCoverage) -> str:
     if entry.status == "never reached":
         return f"{entry.name} (constructed in {tests}; no check called it or held it)"
     if entry.status == "never called":
-        return f"{entry.name} (wrapped; no intercepted test called it)"
+        return f"{entry.name} (wrapped; no check called it)"
     if entry.status == "not wrapped":
         return f"{entry.name}: {entry.unwrapped}"
     if entry.status == "checked partly":
