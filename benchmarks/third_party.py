@@ -15,6 +15,8 @@ gets its own fresh `TORCHINDUCTOR_CACHE_DIR` (a cold compile cache, as on CI) an
 `--out DIR` keeps every run's output, JUnit XML and a Markdown table for the notes. Any
 backend name goes to `--backend` (`none`, the checker with no compiler, where the plugin has it).
 The project's own examples use the fixture, so their plain run is `--plain=--compile-parity=off`.
+`--parity-args` go to the parity runs only (`--compile-parity-functions=mylib`); each parity run
+writes a JSON report, from which the table counts the tests that reached a check.
 
 Set-up (a virtual environment that reuses the installed torch, so pip cannot resolve another
 one), e.g. for torch-optimizer, whose tests ship in its sdist:
@@ -32,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 import resource
@@ -43,9 +46,12 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-_COUNTS = re.compile(r"intercepted module calls in \d+ test\(s\): (\d+) checked, (\d+) diverged")
+_KINDS = r"(?:module|function|module and function)"
+_COUNTS = re.compile(rf"intercepted {_KINDS} calls in \d+ test\(s\): (\d+) checked, (\d+) diverged")
+_REACHED = ("checked", "checked partly", "diverged")  # call outcomes that reached a check
 _SKIPPED = re.compile(r"diverged, (\d+) skipped")
 # pytest's closing line ("3 passed, 1 warning in 2.0s", with or without the = rule around it).
 _CLOSING = re.compile(r"^=*\s*(\d+ \w+(, \d+ \w+)*)? ?(no tests ran )?in [\d.]+s")
@@ -62,6 +68,7 @@ class Run:
     wall: float = 0.0
     cpu: float = 0.0
     timed_out: bool = False
+    report: dict[str, Any] | None = None  # a parity run's --compile-report
 
     def counts(self) -> str:
         tally: dict[str, int] = {}
@@ -76,6 +83,16 @@ class Run:
         if found is None or skipped is None:
             return "-"
         return f"{found.group(1)} / {found.group(2)} / {skipped.group(1)}"
+
+    def reached(self) -> str:
+        """'tests with a checked call / tests with an intercepted call of --package / tests
+        intercepted', from the run's JSON report."""
+        tests = (self.report or {}).get("coverage", {}).get("tests", [])
+        if not tests:
+            return "-"
+        checked = sum(any(c["outcome"] in _REACHED for c in t["calls"]) for t in tests)
+        calling = sum(bool(t["calls"]) for t in tests)
+        return f"{checked} / {calling} / {len(tests)}"
 
 
 def _tests_dir(python: str, package: str, under: str) -> str:
@@ -125,6 +142,9 @@ def _run(name: str, args: argparse.Namespace, tests: list[str], extra: list[str]
         command = [args.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *tests]
         command += [f"--junitxml={junit}", *extra, *args.pytest_args]
         slug = re.sub(r"[^\w.-]+", "_", name)
+        report = Path(args.out or scratch, f"{slug}.json")
+        if "--compile-parity=all" in extra:
+            command.append(f"--compile-report={report}")
         log = Path(args.out or scratch, f"{slug}.txt")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
@@ -150,6 +170,8 @@ def _run(name: str, args: argparse.Namespace, tests: list[str], extra: list[str]
         run.cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         run.output = log.read_text(errors="replace")
         run.verdicts, run.messages = _junit(junit)
+        if report.exists():
+            run.report = json.loads(report.read_text())
         if args.out and os.path.exists(junit):
             Path(args.out, f"{slug}.xml").write_bytes(Path(junit).read_bytes())
     return run
@@ -188,9 +210,9 @@ def _import_path(scratch: str) -> str:
 def _summary(output: str) -> list[str]:
     """The plugin's terminal summary section: the calls, then the coverage table."""
     lines = output.splitlines()
-    start = next((i for i, line in enumerate(lines) if "intercepted module calls in" in line), None)
+    start = next((i for i, line in enumerate(lines) if _COUNTS.search(line)), None)
     if start is None:
-        return ["(no intercepted module calls)"]
+        return ["(no intercepted calls)"]
     end = next(
         (
             i
@@ -220,7 +242,7 @@ def _row(run: Run, plain: Run) -> str:
     changed = "-" if run is plain else str(len(_changed(plain, run)))
     return (
         f"| {run.name} | {len(run.verdicts)} | {run.counts()} | {changed} | {run.calls()} "
-        f"| {run.wall:.0f} s | {run.cpu:.0f} s | {ratio} |"
+        f"| {run.reached()} | {run.wall:.0f} s | {run.cpu:.0f} s | {ratio} |"
     )
 
 
@@ -244,6 +266,11 @@ def main() -> int:
         help="pytest arguments of the plain run (--plain=--compile-parity=off for a suite that"
         " uses the fixture, such as the examples)",
     )
+    parser.add_argument(
+        "--parity-args",
+        default="",
+        help="pytest arguments of the parity runs only, e.g. --compile-parity-functions=mylib",
+    )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per pytest run")
     parser.add_argument("--out", help="folder for each run's output, JUnit XML and table")
     parser.add_argument("pytest_args", nargs="*", help="more pytest arguments (after --)")
@@ -256,13 +283,14 @@ def main() -> int:
     plain_args = args.plain.split()
     if "no:torchcompile" not in plain_args:  # a plain run with the plugin loaded (parity off)
         plain_args = [*load, *plain_args]
+    parity = args.parity_args.split()
     plain = _run("plain", args, tests, plain_args)
     print(f"{args.package} ({' '.join(tests)}): {len(plain.verdicts)} tests, {plain.counts()}")
     print(f"plain run: {plain.wall:.1f}s wall, {plain.cpu:.1f}s CPU")
     rows = [_row(plain, plain)]
     status = 0
     for backend in args.backend:
-        extra = [*load, "--compile-parity=all", f"--compile-backend={backend}"]
+        extra = [*load, "--compile-parity=all", f"--compile-backend={backend}", *parity]
         run = _run(backend, args, tests, extra)
         changed = _changed(plain, run)
         print(f"\n--compile-backend={backend}: {run.wall:.1f}s wall, {run.cpu:.1f}s CPU", end="")
@@ -276,7 +304,7 @@ def main() -> int:
             f"planted:{planted}",
             args,
             tests,
-            [*load, "--compile-parity=all", f"--compile-backend=planted:{planted}"],
+            [*load, "--compile-parity=all", f"--compile-backend=planted:{planted}", *parity],
         )
         newly = sorted(
             n
@@ -285,7 +313,11 @@ def main() -> int:
         )
         print(f"\nplanted:{planted}: {len(newly)} passing tests now fail ({run.wall:.1f}s)")
         named = sorted(
-            set(re.findall(r"module call \d+ \(([^)]+)\), differing at ([^:\n]+)", run.output))
+            set(
+                re.findall(
+                    r"(?:module|function) call \d+ \(([^)]+)\), differing at ([^:\n]+)", run.output
+                )
+            )
         )
         print(
             "\n".join(f"  {module}: {leaf}" for module, leaf in named) or "  (no divergence named)"
@@ -293,9 +325,10 @@ def main() -> int:
         print("\n".join(f"  {line}" for line in _summary(run.output)))
         rows.append(_row(run, plain))
     table = [
-        "| run | tests | verdicts | changed | calls checked / diverged / skipped | wall | CPU "
+        "| run | tests | verdicts | changed | calls checked / diverged / skipped "
+        "| tests with a check / with an intercepted call / intercepted | wall | CPU "
         "| wall vs plain |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows,
     ]
     print("\n" + "\n".join(table))
