@@ -139,6 +139,14 @@ def _what(value: Any) -> str:
     return f"not a plain Python function: {what}"
 
 
+def _scriptable(wrapper: Callable[..., Any], original: types.FunctionType) -> Callable[..., Any]:
+    """`wrapper`, which TorchScript compiles as `original`: scripting a module whose code calls a
+    wrapped function (or scripting the function) reads the wrapper from its globals, and would
+    otherwise compile the wrapper's `*args` with the original's source."""
+    wrapper.__prepare_scriptable__ = lambda: original  # type: ignore[attr-defined]
+    return wrapper
+
+
 class FunctionSites(Patches):
     """The wrappers at every binding of the found functions, while one test body runs."""
 
@@ -149,7 +157,8 @@ class FunctionSites(Patches):
 
     def install(self) -> None:
         self._wrappers = {
-            id(fn): self._make_wrapper(name, fn) for name, fn in self._found.functions.items()
+            id(fn): _scriptable(self._make_wrapper(name, fn), fn)
+            for name, fn in self._found.functions.items()
         }
         self._set(wrapped=True)
 

@@ -33,7 +33,7 @@ import torch
 
 from pytest_torchcompile.adoption.callsites import CallSites, Constructions, qualified_name
 from pytest_torchcompile.adoption.functions import Found, FunctionSites
-from pytest_torchcompile.counting.records import ModuleCallRecord
+from pytest_torchcompile.counting.records import ALREADY_CHECKED, ModuleCallRecord
 from pytest_torchcompile.errors import (
     CompileParityFailure,
     ParityError,
@@ -221,7 +221,7 @@ class Interceptor:
         signature = call_signature(call.name, program, call.args, call.kwargs)
         structure = " with this structure" if module is not None else ""
         if not self.selection.every_call and signature in self._checked:
-            raise Skip(f"already checked in this session{structure} and input signature")
+            raise Skip(f"{ALREADY_CHECKED}{structure} and input signature")
         if not self.selection.every_call and signature in self._diverged:
             raise Skip(f"already diverged in this test{structure} and input signature")
         return signature

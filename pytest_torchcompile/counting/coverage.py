@@ -13,7 +13,8 @@ the JSON report's `coverage` object. A class (or a function of --compile-parity-
 
 A function is never called instead of never reached: wrapped, and no intercepted test called it;
 or not wrapped: not a plain Python function (a builtin, an autograd `Function.apply`, a class).
-The summary ends with how many intercepted tests reached no check at all.
+The summary ends with how many intercepted tests had a call checked, how many only repeated calls
+checked earlier in the session (same program and input signature), and how many reached no check.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_torchcompile.counting.records import CoverageRecord
+from pytest_torchcompile.counting.records import ALREADY_CHECKED, CoverageRecord
 
 STATUSES = ("diverged", "checked", "checked partly", "inside checked", "skipped", "never reached")
 FUNCTION_STATUSES = (*STATUSES[:-1], "never called", "not wrapped")
@@ -106,11 +107,19 @@ def _entries(records: Iterable[CoverageRecord]) -> dict[str, ClassCoverage]:
     return found
 
 
-def unchecked_tests(records: Iterable[CoverageRecord]) -> tuple[int, int]:
-    """(intercepted tests, those of them none of whose calls reached a check)."""
-    records = list(records)
-    reached = sum(any(c["outcome"] in _REACHED for c in r["calls"]) for r in records)
-    return len(records), len(records) - reached
+def tests_reached(records: Iterable[CoverageRecord]) -> tuple[int, int, int]:
+    """Of the intercepted tests: those with a call checked (or diverged), those whose calls
+    only repeated a signature checked earlier in the session, and those that reached no check."""
+    checked = repeated = none = 0
+    for record in records:
+        calls = record["calls"]
+        if any(c["outcome"] in _REACHED for c in calls):
+            checked += 1
+        elif any(c["reason"].startswith(ALREADY_CHECKED) for c in calls):
+            repeated += 1
+        else:
+            none += 1
+    return checked, repeated, none
 
 
 def packages(
@@ -132,9 +141,12 @@ def summary_lines(records: Iterable[CoverageRecord]) -> list[str]:
         return []
     lines = _section(classes(records), "module classes", "constructed or called", STATUSES)
     lines += _section(functions(records), "functions", "wrapped or called", FUNCTION_STATUSES)
-    tests, unchecked = unchecked_tests(records)
+    checked, repeated, none = tests_reached(records)
     if lines:
-        lines.append(f"intercepted tests: {tests}, of which {unchecked} reached no check at all")
+        lines.append(
+            f"intercepted tests: {len(records)}: {checked} with a call checked, {repeated} whose "
+            f"calls were all checked earlier in the session, {none} reached no check at all"
+        )
     return lines
 
 
@@ -169,14 +181,13 @@ def _section(
 
 def json_coverage(records: Iterable[CoverageRecord]) -> dict[str, Any]:
     """The JSON report's `coverage`: every class and function with its status and calls, the
-    packages, and the intercepted tests that reached no check."""
+    packages, and how many intercepted tests reached a check (tests_reached)."""
     records = list(records)
-    tests, unchecked = unchecked_tests(records)
+    checked, repeated, none = tests_reached(records)
     document = {
         "classes": _json_rows(classes(records)),
         "packages": packages(classes(records)),
-        "intercepted_tests": tests,
-        "tests_without_check": unchecked,
+        "tests_reached": {"checked": checked, "checked earlier": repeated, "none": none},
     }
     found = functions(records)
     if found:
@@ -222,5 +233,5 @@ __all__ = [
     "json_coverage",
     "packages",
     "summary_lines",
-    "unchecked_tests",
+    "tests_reached",
 ]

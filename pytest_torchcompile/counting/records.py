@@ -125,6 +125,10 @@ class ParityRecord(TypedDict):
     module_calls: NotRequired[list[ModuleCallRecord]]  # intercepted tests only
 
 
+# The start of the skip reason of an intercepted call whose signature a check already covered.
+ALREADY_CHECKED = "already checked in this session"
+
+
 # --- one line per event, shared by the report section and the budget failure text ---
 
 

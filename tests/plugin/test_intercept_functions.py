@@ -83,7 +83,8 @@ def test_a_correct_backend_passes_and_checks_each_outermost_function_call(suite,
             "*1 call(s) in test_suite.py::test_forward: fnlib.ops.outer",
             "*1 call(s) in test_suite.py::test_gradient: fnlib.ops.scale",
             "*functions wrapped or called: 6 in 1 package(s)",
-            "*intercepted tests: 4, of which 2 reached no check at all",
+            "*intercepted tests: 4: 2 with a call checked, 0 whose calls were all checked earlier "
+            "in the session, 2 reached no check at all",
         ]
     )
 
@@ -222,8 +223,21 @@ def test_the_json_report_has_the_function_rows(suite, tmp_path):
     assert coverage["functions"]["fnlib.ops.positive_log"]["status"] == "skipped"
     assert coverage["functions"]["fnlib.ops.Config"]["status"] == "not wrapped"
     assert coverage["function_packages"]["fnlib"]["checked"] == 2
-    assert (coverage["intercepted_tests"], coverage["tests_without_check"]) == (4, 2)
+    assert coverage["tests_reached"] == {"checked": 2, "checked earlier": 0, "none": 2}
 
 
 def test_a_function_passes_on_inductor(suite):
     _run(suite, "--compile-backend=inductor", "-k", "gradient").assert_outcomes(passed=1)
+
+
+def test_torchscript_compiles_the_original_function(suite):
+    suite.makepyfile(
+        test_script="""
+        import torch
+        from fnlib.ops import inner
+
+        def test_script():
+            assert torch.jit.script(inner)(torch.ones(2)).tolist() == [2.0, 2.0]
+        """
+    )
+    _run(suite, "--compile-backend=aot_eager", "test_script.py").assert_outcomes(passed=1)

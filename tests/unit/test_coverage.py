@@ -103,3 +103,47 @@ def test_a_class_whose_calls_had_leaves_not_judged_is_checked_partly() -> None:
     # A class with a fully checked call is checked, whatever its other calls.
     both = [record, {**record, "calls": [_call("lib.Flow", "checked")]}]
     assert coverage.classes(both)["lib.Flow"].status == "checked"  # type: ignore[arg-type]
+
+
+def test_functions_get_their_own_rows_and_the_tests_that_reached_no_check_are_counted() -> None:
+    function_call = {**_call("fn.ops.blur", "checked"), "kind": "function"}
+    repeated = {
+        **_call("fn.ops.blur", "skipped", "already checked in this session and ..."),
+        "kind": "function",
+    }
+    records = [
+        CoverageRecord(
+            nodeid="t.py::test_blur",
+            constructed=[],
+            calls=[function_call],  # type: ignore[list-item]
+            inside_checked=[],
+            inside_checked_functions=["fn.ops.kernel"],
+            functions=["fn.ops.blur", "fn.ops.kernel", "fn.ops.unused"],
+            unwrapped={"fn.ops.Grid": "not a plain Python function: a class"},
+        ),
+        CoverageRecord(
+            nodeid="t.py::test_again",
+            constructed=[],
+            calls=[repeated],  # type: ignore[list-item]
+            inside_checked=[],
+        ),
+        CoverageRecord(nodeid="t.py::test_none", constructed=[], calls=[], inside_checked=[]),
+    ]
+    assert coverage.classes(records) == {}
+    assert {n: e.status for n, e in coverage.functions(records).items()} == {
+        "fn.ops.blur": "checked",
+        "fn.ops.kernel": "inside checked",
+        "fn.ops.unused": "never called",
+        "fn.ops.Grid": "not wrapped",
+    }
+    assert coverage.tests_reached(records) == (1, 1, 1)
+    lines = coverage.summary_lines(records)
+    assert lines[0] == "functions wrapped or called: 4 in 1 package(s)"
+    assert "  fn.ops.Grid: not a plain Python function: a class" in lines
+    assert lines[-1] == (
+        "intercepted tests: 3: 1 with a call checked, 1 whose calls were all checked earlier in "
+        "the session, 1 reached no check at all"
+    )
+    document = coverage.json_coverage(records)
+    assert document["functions"]["fn.ops.Grid"]["not_wrapped"].startswith("not a plain")
+    assert document["function_packages"]["fn"]["never called"] == 1
