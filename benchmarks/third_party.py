@@ -51,7 +51,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 _KINDS = r"(?:module|function|module and function)"
 _COUNTS = re.compile(rf"intercepted {_KINDS} calls in \d+ test\(s\): (\d+) checked, (\d+) diverged")
-_SKIPPED = re.compile(r"diverged, (\d+) skipped")
+_SKIPPED = re.compile(r"checked partly, (\d+) skipped")
 # pytest's closing line ("3 passed, 1 warning in 2.0s", with or without the = rule around it).
 _CLOSING = re.compile(r"^=*\s*(\d+ \w+(, \d+ \w+)*)? ?(no tests ran )?in [\d.]+s")
 
