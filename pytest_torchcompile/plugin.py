@@ -358,8 +358,21 @@ def _interceptor(item: pytest.Item) -> Interceptor | None:
         exclude=session.parity_exclude,
         every_call=session.parity_every_call,
     )
-    checked = item.config.stash[RUN_KEY].checked_calls
-    return Interceptor(settings, selection, checked, _constructions(item))
+    run = item.config.stash[RUN_KEY]
+    if run.shared_compiles is None and not session.parity_fresh:
+        from pytest_torchcompile.running.shared_compiles import SharedCompiles
+
+        # Without recompile regions a test's own torch.compile would meet the session's
+        # entries: each test compiles afresh there.
+        run.shared_compiles = SharedCompiles.start() if SharedCompiles.available() else False
+    return Interceptor(
+        settings,
+        selection,
+        run.checked_calls,
+        _constructions(item),
+        shared=run.shared_compiles or None,
+        checked_per_class=run.checked_per_class,
+    )
 
 
 def _finish(item: pytest.Item, check: bool, interceptor: Interceptor | None = None) -> None:
