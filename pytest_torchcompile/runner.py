@@ -304,8 +304,9 @@ class Checker:
         since = recompiles - self._recompiles_before_cache
         self.notes.append(fresh_cache_note(since, self.calls, self.settings))
         self._recompiles_before_cache = recompiles
-        _compat.reset_dynamo()
-        self.compiled.forget()
+        if not self.compiled.start_afresh():  # a session compile gets a region of its own
+            _compat.reset_dynamo()
+            self.compiled.forget()
         self._rebuilt.clear()  # the compiled side's copies are made anew
 
     def _raise_compile_failure(self, call: Call, refused_by: str | None) -> None:

@@ -96,6 +96,7 @@ class CompiledSide:
         # module of this test is compiled under there (id -> the module, its key).
         self._shared = shared
         self._shared_keys: dict[int, tuple[torch.nn.Module, Hashable]] = {}
+        self._last_fn: Callable[..., Any] | None = None  # the callable the last `run` ran
 
     def share(self, module: torch.nn.Module, structure: Hashable) -> None:
         """Compile `module` (of `structure`, selection.module_structure) as the session's one
@@ -125,6 +126,18 @@ class CompiledSide:
         self.accountant.forget_captures()
         if self._shared is not None:
             self._shared.clear()
+
+    def start_afresh(self) -> bool:
+        """Where the last run's callable is a session compile (shared_compiles.py), drop it:
+        its next compile gets a recompile region of its own, so the other classes' compiles
+        stay. False where Dynamo's whole cache must be reset instead."""
+        fn = self._last_fn
+        key = self.shared_key(fn) if fn is not None else None
+        if key is None or self._shared is None:
+            return False
+        self._shared.entries.pop(key, None)
+        self._compiled.pop(id(fn), None)
+        return True
 
     def entry(self, fn: Callable[..., Any]) -> Compiled:
         """`fn`'s compiled form, as the last `run` left it."""
@@ -281,6 +294,7 @@ class CompiledSide:
         copies, which show the tensors it changed. `watch` is the caller's state before the
         call, which the copies start from."""
         self._copied_afresh = False
+        self._last_fn = fn
         self._switch_as_compiled()
         self._before_last_run = self.accountant.mark()
         entry = self._compiled_for(fn)

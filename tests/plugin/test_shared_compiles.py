@@ -166,3 +166,37 @@ def test_a_cap_of_zero_is_refused_naming_where_it_came_from(pytester):
     result = _run(pytester, "--compile-parity-signatures=0")
     assert result.ret != 0
     result.stderr.fnmatch_lines(["*Invalid --compile-parity-signatures='0'*positive integer*"])
+
+
+@needs_regions
+def test_a_class_at_the_recompile_limit_starts_afresh_and_the_other_classes_keep_theirs(pytester):
+    pytester.makeconftest("import torch\ntorch._dynamo.config.recompile_limit = 2\n")
+    pytester.makepyfile(
+        test_suite="""
+import pytest, torch
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return torch.sin(x) * 2
+
+class Other(torch.nn.Module):
+    def forward(self, x):
+        return torch.cos(x) + 1
+
+def test_other_first():
+    Other()(torch.randn(3))
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_net(dtype):
+    Net()(torch.randn(3, dtype=dtype))
+
+def test_other_again():
+    Other()(torch.randn(3))
+"""
+    )
+    result = _run(pytester, "--compile-backend=aot_eager", "--compile-parity-every-call")
+    result.assert_outcomes(passed=5)
+    checks = _checks(pytester)
+    assert checks["test_net[dtype2]"] == {"compiled static": 1}  # in a region of its own
+    assert checks["test_other_again"] == {"reused a compile": 1}
+    result.stdout.fnmatch_lines(["*1 a fresh compile cache after the recompile limit*"])
