@@ -220,6 +220,16 @@ def own_recompile_region() -> dict[str, Any]:
     return {}
 
 
+def eager_stance() -> bool:
+    """Whether Dynamo runs every frame eagerly now, cached code included
+    (`torch.compiler.set_stance('force_eager')`, TORCH_COMPILE_DISABLE=1)."""
+    import torch._dynamo.config as dynamo_config
+    import torch._dynamo.eval_frame as eval_frame
+
+    stance = getattr(getattr(eval_frame, "_stance", None), "stance", "default")
+    return bool(dynamo_config.disable) or stance == "force_eager"
+
+
 def reset_dynamo() -> None:
     """Forget every compiled frame, guard and counter, as a fresh process would have."""
     torch._dynamo.reset()

@@ -360,8 +360,20 @@ def _interceptor(item: pytest.Item) -> Interceptor | None:
         every_call=session.parity_every_call,
     )
     run = item.config.stash[RUN_KEY]
+    if run.shared_compiles is None and not session.parity_fresh:
+        from pytest_torchcompile.running.shared_compiles import SharedCompiles
+
+        # Without recompile regions a test's own torch.compile would meet the session's
+        # entries: each test compiles afresh there.
+        run.shared_compiles = SharedCompiles.start() if SharedCompiles.available() else False
     return Interceptor(
-        settings, selection, run.checked_calls, _constructions(item), _functions(item, settings)
+        settings,
+        selection,
+        run.checked_calls,
+        _constructions(item),
+        shared=run.shared_compiles or None,
+        checked_per_class=run.checked_per_class,
+        functions=_functions(item, settings),
     )
 
 

@@ -41,6 +41,7 @@ from pytest_torchcompile.running import exported, misuse, randomness, sides
 from pytest_torchcompile.running.calls import Call, CallRunner
 from pytest_torchcompile.running.compiled import CompiledSide
 from pytest_torchcompile.running.selection import Skip, inputs_signature
+from pytest_torchcompile.running.shared_compiles import SharedCompiles
 from pytest_torchcompile.running.trees import tensors
 from pytest_torchcompile.settings import Settings, apply
 
@@ -99,7 +100,12 @@ class Checker:
     """
 
     def __init__(
-        self, settings: Settings, accountant: Accountant | None = None, *, examples: bool = False
+        self,
+        settings: Settings,
+        accountant: Accountant | None = None,
+        *,
+        examples: bool = False,
+        shared: SharedCompiles | None = None,
     ) -> None:
         self.settings = settings
         self.accountant = accountant or Accountant()
@@ -116,7 +122,8 @@ class Checker:
         self.wall_time_s = 0.0
         self.costs = Costs()  # where the checking time goes, and the compiles it adds
         self.last_report: parity.ParityReport | None = None  # the latest call's leaf verdicts
-        self.compiled = CompiledSide(settings, self.accountant, self.costs)
+        # Zero-change mode: compiles that serve later tests (shared_compiles.py)
+        self.compiled = CompiledSide(settings, self.accountant, self.costs, shared)
         self.sides = CallRunner(
             self.compiled,
             settings,
@@ -297,8 +304,9 @@ class Checker:
         since = recompiles - self._recompiles_before_cache
         self.notes.append(fresh_cache_note(since, self.calls, self.settings))
         self._recompiles_before_cache = recompiles
-        _compat.reset_dynamo()
-        self.compiled.forget()
+        if not self.compiled.start_afresh():  # a session compile gets a region of its own
+            _compat.reset_dynamo()
+            self.compiled.forget()
         self._rebuilt.clear()  # the compiled side's copies are made anew
 
     def _raise_compile_failure(self, call: Call, refused_by: str | None) -> None:
@@ -395,18 +403,24 @@ def _leaf_errors(
 
 
 @contextmanager
-def isolated(accountant: Accountant) -> Iterator[None]:
-    """A clean compile world for one test: Dynamo reset, configs, grad mode and dtype restored."""
+def isolated(accountant: Accountant, *, reset: bool = True) -> Iterator[None]:
+    """A clean compile world for one test: Dynamo reset, configs, grad mode and dtype restored.
+
+    Without `reset`, Dynamo's cache is kept: zero-change mode's compiles serve later tests in
+    their own recompile regions (shared_compiles.py), which a test's own compiles never see.
+    """
     snapshot = _compat.config_snapshot()
     grad_enabled = torch.is_grad_enabled()
     default_dtype = torch.get_default_dtype()
     with _compat.structured_trace_contained():  # Dynamo's reset logs trace records too
-        _compat.reset_dynamo()
+        if reset:
+            _compat.reset_dynamo()
         try:
             with _compat.patched_configs(accountant.dynamo_settings(), {}):
                 yield
         finally:
-            _compat.reset_dynamo()
+            if reset:
+                _compat.reset_dynamo()
             _compat.config_restore(snapshot)
             torch.set_grad_enabled(grad_enabled)
             torch.set_default_dtype(default_dtype)
@@ -429,8 +443,9 @@ def assert_compile_parity(
         ``dynamic``, ``fullgraph``, ``devices`` (accepted; only the ``device`` fixture reads
         it), ``max_graph_breaks``, ``max_recompiles``, ``rtol`` and ``atol`` (both or neither),
         ``backward``, ``check_strides``, ``reject_eager_errors`` (no effect here: there is no
-        Hypothesis example to reject), ``dynamic_dims``, ``compiled_autograd``,
-        ``parity_functions`` (accepted; only intercepted tests read it). A key left out
+        Hypothesis example to reject), ``dynamic_dims``, ``compiled_autograd``, ``signatures``
+        (accepted; only zero-change mode's intercepted calls read it), ``parity_functions``
+        (accepted; only intercepted tests read it). A key left out
         takes its default; there is no command line or ini file here.
     :returns: a :class:`ParityResult`: both sides' outputs, the largest error per leaf, and the
         graph, graph-break, recompile and fallback counts.

@@ -70,6 +70,8 @@ class SessionHooks:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         """Write the budget file and the JSON report, once, in the process that is no worker."""
         run, settings = self._run, self._settings
+        if run.shared_compiles:  # made (torch imported) by an intercepted test
+            run.shared_compiles.close()
         if run.cache is not None:
             caches.add_counts(run.cache_counts, caches.use_counts())
         if self._worker:

@@ -52,6 +52,16 @@ def _parse_bool(value: Any) -> bool:
     raise ValueError("expected true or false")
 
 
+def _parse_cap(value: Any) -> int | None:
+    count = _parse_count(value)
+    if count == 0:
+        raise ValueError(
+            "expected a positive integer or none (0 would check nothing: use "
+            "--compile-parity=off for that)"
+        )
+    return count
+
+
 def _parse_count(value: Any) -> int | None:
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "none")):
         return None
@@ -349,6 +359,15 @@ TEST_OPTIONS: tuple[Option, ...] = (
         is_switch=True,
     ),
     Option(
+        "signatures",
+        _parse_cap,
+        None,
+        "intercepted calls: check at most this many input signatures per module class in the "
+        "session (per xdist worker); later calls of the class are skipped and counted as such",
+        "--compile-parity-signatures",
+        default_text="none, no cap",
+    ),
+    Option(
         "parity_functions",
         _parse_packages,
         (),
@@ -390,6 +409,7 @@ class Settings:
     reject_eager_errors: bool = _default(_BY_NAME, "reject_eager_errors")
     dynamic_dims: str = _default(_BY_NAME, "dynamic_dims")
     compiled_autograd: bool = _default(_BY_NAME, "compiled_autograd")
+    signatures: int | None = _default(_BY_NAME, "signatures")
     parity_functions: tuple[str, ...] = _default(_BY_NAME, "parity_functions")
     # Where each value came from, for messages: "default", "ini compile_backend",
     # "--compile-backend", "marker on test_x", "assert_compile_parity(...)".
@@ -601,6 +621,15 @@ SESSION_OPTIONS: tuple[Option, ...] = (
             "--compile-parity-every-call",
             is_switch=True,
         ),
+        Option(
+            "parity_fresh",
+            _parse_bool,
+            False,
+            "intercepted calls: compile each test afresh (one Dynamo cache per test) instead of "
+            "keeping one compile per module class and structure that serves later tests",
+            "--compile-parity-fresh",
+            is_switch=True,
+        ),
     ),
 )
 
@@ -630,6 +659,7 @@ class SessionSettings:
     parity_include: tuple[str, ...] = _default(_SESSION_BY_NAME, "parity_include")
     parity_exclude: tuple[str, ...] = _default(_SESSION_BY_NAME, "parity_exclude")
     parity_every_call: bool = _default(_SESSION_BY_NAME, "parity_every_call")
+    parity_fresh: bool = _default(_SESSION_BY_NAME, "parity_fresh")
 
 
 def session_from_config(

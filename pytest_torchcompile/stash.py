@@ -40,6 +40,11 @@ class Run:
     verdicts: dict[str, budgets.BudgetVerdict] | None = None  # when checking a budget file
     updated: str | None = None  # what --compile-budgets-update wrote, for the summary
     checked_calls: set[Any] = field(default_factory=set)  # intercepted call signatures checked
+    # per class, the signatures checked or diverged (--compile-parity-signatures)
+    checked_per_class: dict[str, set[Any]] = field(default_factory=dict)
+    # Zero-change mode's compiles that serve later tests (running/shared_compiles.py), made by
+    # the first intercepted test that needs them: torch is not imported here.
+    shared_compiles: Any = None
     coverage: list[CoverageRecord] = field(default_factory=list)  # one per intercepted test
     # --compile-parity-functions: what functions.find found (its cache), and the functions
     # this process's coverage records listed already

@@ -9,15 +9,19 @@ backward, so the test's autograd graph is never touched). A divergence is kept a
 test after its body, so code under test (`pytest.raises`, retries) never sees it; anything else
 the check path raises is a skip with its reason, never the test's failure.
 
-Each test keeps the checker's compile world (Dynamo reset, so graph breaks and recompiles are
-counted per test); within a test, instances of a module class share Dynamo's cache entry, and
-across tests Inductor's on-disk FX-graph cache serves graphs already compiled. A module class,
-structure and input signature checked once in the session is not checked again unless
-`--compile-parity-every-call` is given (selection.py).
+Compiles serve later tests, as in one long-running program: the compiled side keeps one compile
+per module class and structure for the session (shared_compiles.py), so Dynamo's guards and
+automatic dynamic shapes decide what a later call reuses or recompiles; each test's report says
+which of its checks compiled (static or dynamic graphs) and which reused a compile.
+`--compile-parity-fresh` gives each test its own Dynamo cache instead. A module class, structure
+and input signature checked once in the session is not checked again unless
+`--compile-parity-every-call` is given, and `--compile-parity-signatures=K` checks at most K
+signatures of a class (selection.py).
 
 With --compile-parity-functions, the public functions of the named packages are wrapped too
 (functions.py), and a function call takes the same path: no other module or function call in
-progress makes it outermost; the calls it makes are "inside checked" once it is checked.
+progress makes it outermost; the calls it makes are "inside checked" once it is checked. A
+function's compile is the test's own (the session's compiles are kept per module class).
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ import torch
 
 from pytest_torchcompile.adoption.callsites import CallSites, Constructions, qualified_name
 from pytest_torchcompile.adoption.functions import Found, FunctionSites
+from pytest_torchcompile.counting.accounting import Mark
+from pytest_torchcompile.counting.costs import CHECK_KINDS
 from pytest_torchcompile.counting.records import ALREADY_CHECKED, ModuleCallRecord
 from pytest_torchcompile.errors import (
     CompileParityFailure,
@@ -52,6 +58,7 @@ from pytest_torchcompile.running.selection import (
     module_structure,
     refusal,
 )
+from pytest_torchcompile.running.shared_compiles import SharedCompiles
 from pytest_torchcompile.running.sides import RngState
 from pytest_torchcompile.running.snapshot import sync_module
 from pytest_torchcompile.settings import Settings
@@ -96,15 +103,21 @@ class Interceptor:
         selection: Selection,
         checked: set[Hashable],
         constructions: Constructions | None = None,
+        shared: SharedCompiles | None = None,
+        checked_per_class: dict[str, set[Hashable]] | None = None,
         functions: Found | None = None,
     ) -> None:
-        self.checker = Checker(settings, examples=True)  # a recompile limit starts a fresh cache
+        # Hypothesis examples: a recompile limit starts a fresh cache.
+        self.checker = Checker(settings, examples=True, shared=shared)
+        self._shared = shared  # the session's compiles, or None: this test compiles afresh
         self.selection = selection
         self.outermost_calls = 0
         self.divergences: list[str] = []
         self.inside_checked: set[str] = set()  # classes of submodules of checked calls
         self.inside_checked_functions: set[str] = set()  # functions the checked calls made
         self._checked = checked  # session-wide: signatures already checked
+        # session-wide: signatures checked or diverged per class (--compile-parity-signatures)
+        self._per_class = {} if checked_per_class is None else checked_per_class
         self._diverged: set[Hashable] = set()  # this test's: other tests still check them
         self._tally: dict[tuple[str, str, str, str], int] = {}  # kind, name, outcome, reason
         self._diverged_kinds: set[str] = set()  # module, function
@@ -123,7 +136,7 @@ class Interceptor:
     # --- the wrappers -------------------------------------------------------------------------
 
     def __enter__(self) -> Interceptor:
-        self._isolation = isolated(self.checker.accountant)
+        self._isolation = isolated(self.checker.accountant, reset=self._shared is None)
         self._isolation.__enter__()
         self._sites.install()
         if self._functions is not None:
@@ -224,6 +237,11 @@ class Interceptor:
             raise Skip(f"{ALREADY_CHECKED}{structure} and input signature")
         if not self.selection.every_call and signature in self._diverged:
             raise Skip(f"already diverged in this test{structure} and input signature")
+        cap = self.checker.settings.signatures
+        counted = self._per_class.setdefault(call.name, set())
+        if cap is not None and signature not in counted and len(counted) >= cap:
+            source = self.checker.settings.source("signatures")
+            raise Skip(f"{CAPPED}: {cap} input signatures of this class checked ({source})")
         return signature
 
     # --- checking -------------------------------------------------------------------------------
@@ -239,9 +257,13 @@ class Interceptor:
         """Replay the call from its snapshot through the checker (`replayed`: the module's
         stand-in, or the function); tally the outcome."""
         args, kwargs = inputs
-        fallbacks = len(self.checker.accountant.counts()["fallbacks"])
+        accountant = self.checker.accountant
+        fallbacks = len(accountant.counts()["fallbacks"])
         recorder = Recorder()  # this call alone, kept for triage if it diverges
         self._busy = True
+        if isinstance(replayed, torch.nn.Module):  # a function compiles for this test alone
+            self.checker.compiled.share(replayed, self._copies.structure(replayed))
+        before = accountant.mark()
         try:
             recorder.record(replayed, args, kwargs)
             with self._originals():
@@ -249,13 +271,14 @@ class Interceptor:
         except RecompileLimitExceeded as limit:
             if self._budgeted():  # the user asked for recompiles to be held to a limit
                 self._diverged.add(signature)
-                self._diverge(number, call, limit, recorder)
+                self._diverge(number, call, limit, recorder, self._graphs_of(before))
             else:  # the program would run eagerly there: no parity shown, no divergence either
                 self._count(call, "skipped", f"the compiled side would run eagerly: {_text(limit)}")
             return
         except CompileParityFailure as failure:
+            self._per_class[call.name].add(signature)
             self._diverged.add(signature)
-            self._diverge(number, call, failure, recorder)
+            self._diverge(number, call, failure, recorder, self._graphs_of(before))
             return
         except UncheckableCallError as misuse:  # meta tensors, an iterator output: no values
             self._count(call, "skipped", f"cannot check the call: {_text(misuse)}")
@@ -265,13 +288,15 @@ class Interceptor:
             return
         finally:
             self._busy = False
-        fallback = self.checker.accountant.counts()["fallbacks"][fallbacks:]
+        fallback = accountant.counts()["fallbacks"][fallbacks:]
         unseen = self._uncompared_output()
         if fallback:
             self._count(call, "skipped", f"the compiled side ran eagerly: {fallback[0]['reason']}")
         elif unseen:
             self._count(call, "skipped", unseen)
         else:
+            self._graphs_of(before)
+            self._per_class[call.name].add(signature)
             self._checked.add(signature)
             self._count(call, *self._how_checked())
             self.inside_checked_functions |= self._nested - {call.name}
@@ -292,8 +317,17 @@ class Interceptor:
         stack.enter_context(_paused(self._constructions))
         return stack
 
+    def _graphs_of(self, before: Mark) -> str:
+        """Count the check by the graphs compiled for it since `before`; its kind (CHECK_KINDS)."""
+        return self.checker.costs.check_compiled(self.checker.accountant.graphs_since(before))
+
     def _diverge(
-        self, number: int, call: _Call, failure: CompileParityFailure, recorder: Recorder
+        self,
+        number: int,
+        call: _Call,
+        failure: CompileParityFailure,
+        recorder: Recorder,
+        kind: str,
     ) -> None:
         report = self.checker.last_report
         leaves = [leaf.leaf for leaf in report.failures] if report and not report.ok else []
@@ -301,7 +335,8 @@ class Interceptor:
         self._count(call, "diverged", where)
         self._diverged_kinds.add(call.kind)
         self.divergences.append(
-            f"{call.kind} call {number} ({call.name}), differing at {where}:\n{failure}"
+            f"{call.kind} call {number} ({call.name}), differing at {where}:\n{failure}\n"
+            f"(the compiled side {_GRAPHS[kind]})"
         )
         if self.checker.recorder is None:  # triage replays the first diverging call
             recorder.diverged()
@@ -414,6 +449,21 @@ class _ModuleCopies:
             copied = clone_tree(module, memo)
         self._stand_ins[key] = (module, copied, memo)
         return copied  # type: ignore[no-any-return]
+
+
+CAPPED = "the cap on input signatures per module class is reached"
+_GRAPHS = dict(
+    zip(
+        CHECK_KINDS,
+        (
+            "ran graphs compiled for this call, with static shapes",
+            "ran graphs compiled for this call, with dynamic shapes",
+            "reused graphs compiled for an earlier call of this class and structure in the "
+            "session (--compile-parity-fresh compiles each test afresh)",
+        ),
+        strict=True,
+    )
+)
 
 
 def _paused(constructions: Constructions | None) -> AbstractContextManager[None]:

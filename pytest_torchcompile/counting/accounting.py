@@ -85,6 +85,7 @@ class _Graph:
     compile_id: str
     ops: int
     reason: str
+    dynamic: bool = False  # compiled with symbolic sizes (automatic dynamic shapes or marks)
 
 
 class _CountingBackend:
@@ -103,8 +104,14 @@ class _CountingBackend:
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Any:
         ops = sum(1 for node in gm.graph.nodes if node.op in _GRAPH_OPS)
         reason = _title(_compat.graph_end_reason(gm))
-        self._graphs.append(_Graph(_compat.current_compile_id(), ops, reason))
+        dynamic = any(_symbolic(value) for value in example_inputs)
+        self._graphs.append(_Graph(_compat.current_compile_id(), ops, reason, dynamic))
         return self._inner(gm, example_inputs)
+
+    def count_into(self, graphs: list[_Graph]) -> None:
+        """Count later graphs into `graphs` (another test's accountant, when the backend and
+        Dynamo's cache entries made with it serve later tests)."""
+        self._graphs = graphs
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("__") or name in ("_inner", "_graphs"):
@@ -113,6 +120,13 @@ class _CountingBackend:
 
     def __repr__(self) -> str:
         return f"<counting backend around {self._inner!r}>"
+
+
+def _symbolic(value: Any) -> bool:
+    """Whether a graph input is a symbolic size, or a tensor with one."""
+    if isinstance(value, torch.SymInt):
+        return True
+    return isinstance(value, torch.Tensor) and any(isinstance(n, torch.SymInt) for n in value.shape)
 
 
 class _FrameLabels:
@@ -299,12 +313,24 @@ class Accountant:
         self._block_recompiled = False  # whether the last observed block counted a recompile
         # The class of the module observe() is calling, if any; labelled only when it compiles.
         self._module_class: type[torch.nn.Module] | None = None
+        # Dynamo's cache entries made in an earlier test serve this one: running without a
+        # compile is no sign that every call ran eagerly.
+        self.reusing = False
 
     # --- what the runner calls -------------------------------------------------------------------
 
     def backend(self, inner: Callable[..., Any]) -> Callable[..., Any]:
         """A backend for torch.compile that counts each graph and compiles it with `inner`."""
         return _CountingBackend(inner, self._graphs)
+
+    def adopt(self, backend: Callable[..., Any]) -> None:
+        """Count the graphs a backend made by `backend()` (another test's) compiles from now."""
+        assert isinstance(backend, _CountingBackend)
+        backend.count_into(self._graphs)
+
+    def graphs_since(self, mark: Mark) -> list[bool]:
+        """The graphs compiled since `mark`, each as whether it has dynamic shapes."""
+        return [graph.dynamic for graph in self._graphs[mark.graphs :]]
 
     def exported(
         self, graph: GraphRecord, recompile: RecompileRecord | None, seconds: float
@@ -436,7 +462,9 @@ class Accountant:
         """Cumulative counts over every observed call of the test."""
         compiles = self._compiles
         fallbacks = list(compiles.fallbacks.values())
-        if self._observed and not (compiles.frame_compiles or self._graphs or self._exports):
+        compiled_here = compiles.frame_compiles or self._graphs or self._exports
+        ran_eagerly = _compat.eager_stance() if self.reusing else not compiled_here
+        if self._observed and ran_eagerly:
             fallbacks.append(
                 FallbackRecord(
                     frame="the compiled callable",

@@ -26,6 +26,10 @@ AS_USER = "compiled again as you compile it, for random draws (fallback_random o
 FRESH_CACHE = "a fresh compile cache after the recompile limit"
 FAULT_RETRY = "a retry in a fresh Inductor cache after a failure inside the backend compiler"
 
+CHECK_KINDS = ("compiled static", "compiled dynamic", "reused a compile")
+"""How an intercepted check's compiled side got its code: graphs compiled for it (with static
+or dynamic shapes), or none, Dynamo's cache entries of an earlier check serving it."""
+
 
 @dataclass
 class Costs:
@@ -33,6 +37,7 @@ class Costs:
 
     seconds: dict[str, float] = field(default_factory=lambda: dict.fromkeys(PARTS, 0.0))
     added: dict[str, int] = field(default_factory=dict)
+    checks: dict[str, int] = field(default_factory=dict)  # CHECK_KINDS -> intercepted checks
 
     @contextmanager
     def timing(self, part: str) -> Iterator[None]:
@@ -42,6 +47,13 @@ class Costs:
             yield
         finally:
             self.seconds[part] += time.perf_counter() - started
+
+    def check_compiled(self, graphs: list[bool]) -> str:
+        """Count one intercepted check by the graphs compiled for it (each: dynamic or not);
+        returns its kind, one of CHECK_KINDS."""
+        kind = CHECK_KINDS[2] if not graphs else CHECK_KINDS[1] if any(graphs) else CHECK_KINDS[0]
+        self.checks[kind] = self.checks.get(kind, 0) + 1
+        return kind
 
     def compiled(self, reason: str) -> None:
         """The checker compiled (or will compile) once more for `reason`, beyond the user's."""
@@ -54,7 +66,10 @@ class Costs:
         seconds["compile"] = compile_time_s
         seconds["compiled side"] = max(seconds["compiled side"] - compile_time_s, 0.0)
         seconds["triage"] = triage_time_s
-        return CostRecord(seconds=seconds, added_compiles=dict(sorted(self.added.items())))
+        record = CostRecord(seconds=seconds, added_compiles=dict(sorted(self.added.items())))
+        if self.checks:
+            record["checks"] = dict(self.checks)
+        return record
 
 
 def line(record: CostRecord) -> str:
@@ -62,19 +77,38 @@ def line(record: CostRecord) -> str:
     parts = ", ".join(f"{part} {record['seconds'].get(part, 0.0):.2f}s" for part in PARTS)
     added = record["added_compiles"]
     extra = "; ".join(f"{n} {reason}" for reason, n in added.items()) if added else "none"
-    return f"time: {parts}; compiles the checker added: {extra}"
+    checks = record.get("checks", {})
+    kinds = ", ".join(f"{checks[kind]} {kind}" for kind in CHECK_KINDS if checks.get(kind))
+    return f"time: {parts}; compiles the checker added: {extra}" + (
+        f"; intercepted checks: {kinds}" if kinds else ""
+    )
 
 
 def totals(records: list[CostRecord]) -> CostRecord:
     """The sum of several tests' costs."""
     seconds = dict.fromkeys(PARTS, 0.0)
     added: dict[str, int] = {}
+    checks: dict[str, int] = {}
     for record in records:
         for part in PARTS:
             seconds[part] += record["seconds"].get(part, 0.0)
         for reason, n in record["added_compiles"].items():
             added[reason] = added.get(reason, 0) + n
-    return CostRecord(seconds=seconds, added_compiles=dict(sorted(added.items())))
+        for kind, n in record.get("checks", {}).items():
+            checks[kind] = checks.get(kind, 0) + n
+    total = CostRecord(seconds=seconds, added_compiles=dict(sorted(added.items())))
+    if checks:
+        total["checks"] = checks
+    return total
 
 
-__all__ = ["AS_USER", "FAULT_RETRY", "FRESH_CACHE", "PARTS", "Costs", "line", "totals"]
+__all__ = [
+    "AS_USER",
+    "CHECK_KINDS",
+    "FAULT_RETRY",
+    "FRESH_CACHE",
+    "PARTS",
+    "Costs",
+    "line",
+    "totals",
+]

@@ -93,6 +93,8 @@ class CostRecord(TypedDict):
 
     seconds: dict[str, float]
     added_compiles: dict[str, int]
+    # Zero-change mode: checks by how their compiled side got its code (costs.CHECK_KINDS).
+    checks: NotRequired[dict[str, int]]
 
 
 class ParityRecord(TypedDict):

@@ -10,7 +10,7 @@ compiled once more as the user compiles it (`run_as_user`), for what random draw
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -24,6 +24,7 @@ from pytest_torchcompile.running import randomness
 from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.exported import Exported
 from pytest_torchcompile.running.marks import mark_inputs
+from pytest_torchcompile.running.shared_compiles import SharedCompiles, key_of
 from pytest_torchcompile.running.sides import Side, SideResult, nothing, run_side, state_left
 from pytest_torchcompile.running.snapshot import (
     Copies,
@@ -73,7 +74,13 @@ class Compiled:
 class CompiledSide:
     """The compiled functions and module copies of one test, and running a call through them."""
 
-    def __init__(self, settings: Settings, accountant: Accountant, costs: Costs) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        accountant: Accountant,
+        costs: Costs,
+        shared: SharedCompiles | None = None,
+    ) -> None:
         self.settings = settings
         self.accountant = accountant
         self.costs = costs  # the test's: a compile the checker adds is counted there
@@ -85,6 +92,31 @@ class CompiledSide:
         self._random_aware: randomness.RandomAwareBackend | None = None
         self._copied_afresh = False  # the latest run copied a module afresh (else synced one)
         self._before_last_run = accountant.mark()  # the counts before the last `run`
+        # Zero-change mode: the session's compiles (shared_compiles.py), and the key each
+        # module of this test is compiled under there (id -> the module, its key).
+        self._shared = shared
+        self._shared_keys: dict[int, tuple[torch.nn.Module, Hashable]] = {}
+        self._last_fn: Callable[..., Any] | None = None  # the callable the last `run` ran
+
+    def share(self, module: torch.nn.Module, structure: Hashable) -> None:
+        """Compile `module` (of `structure`, selection.module_structure) as the session's one
+        compile of its class and structure, where the session keeps compiles and syncing can
+        bring the module over completely (shared_compiles.key_of); else for this test alone."""
+        key = None
+        if self._shared is not None:
+            settings = self.settings
+            options = (settings.backend, settings.mode, settings.torch_dynamic, settings.fullgraph)
+            compiled_as = (*options, settings.dim_marks, settings.compiled_autograd)
+            key = key_of(module, compiled_as, structure)
+        if key is None:
+            self._shared_keys.pop(id(module), None)
+        else:
+            self._shared_keys[id(module)] = (module, key)
+
+    def shared_key(self, fn: Callable[..., Any]) -> Hashable | None:
+        """The session key `fn` is compiled under, or None."""
+        kept = self._shared_keys.get(id(fn))
+        return kept[1] if kept is not None and kept[0] is fn else None
 
     def forget(self) -> None:
         """Drop every compiled function and module copy (after Dynamo's cache was reset, and
@@ -92,6 +124,20 @@ class CompiledSide:
         self._compiled.clear()
         self._module_copies.clear()
         self.accountant.forget_captures()
+        if self._shared is not None:
+            self._shared.clear()
+
+    def start_afresh(self) -> bool:
+        """Where the last run's callable is a session compile (shared_compiles.py), drop it:
+        its next compile gets a recompile region of its own, so the other classes' compiles
+        stay. False where Dynamo's whole cache must be reset instead."""
+        fn = self._last_fn
+        key = self.shared_key(fn) if fn is not None else None
+        if key is None or self._shared is None:
+            return False
+        self._shared.entries.pop(key, None)
+        self._compiled.pop(id(fn), None)
+        return True
 
     def entry(self, fn: Callable[..., Any]) -> Compiled:
         """`fn`'s compiled form, as the last `run` left it."""
@@ -101,14 +147,23 @@ class CompiledSide:
 
     def _backend_object(self) -> Any:
         if self._backend is None:
-            name = self.settings.backend
-            target: Any = load_backend_callable(name) if ":" in name else name
-            mode = None if self.settings.mode == "default" else self.settings.mode
-            inner = _compat.inner_backend(target, mode, self.settings.torch_dynamic)
-            drawing = _compat.fallback_random_backend(target, mode, self.settings.torch_dynamic)
-            self._random_aware = randomness.RandomAwareBackend(inner, drawing)
-            self._backend = self.accountant.backend(self._random_aware)
+            if self._shared is not None:  # one for the session: Dynamo's entries guard on it
+                key = (self.settings.backend, self.settings.mode, self.settings.torch_dynamic)
+                self._backend, self._random_aware = self._shared.backend(key, self._new_backend)
+                self.accountant.adopt(self._backend)
+            else:
+                self._backend, self._random_aware = self._new_backend()
         return self._backend
+
+    def _new_backend(self) -> tuple[Any, randomness.RandomAwareBackend]:
+        """The counting backend around the test's backend, and the random-aware one inside."""
+        name = self.settings.backend
+        target: Any = load_backend_callable(name) if ":" in name else name
+        mode = None if self.settings.mode == "default" else self.settings.mode
+        inner = _compat.inner_backend(target, mode, self.settings.torch_dynamic)
+        drawing = _compat.fallback_random_backend(target, mode, self.settings.torch_dynamic)
+        random_aware = randomness.RandomAwareBackend(inner, drawing)
+        return self.accountant.backend(random_aware), random_aware
 
     def _user_backend(self) -> Any:
         """The backend as the user's torch.compile builds it, uncounted, for `run_as_user`."""
@@ -149,6 +204,11 @@ class CompiledSide:
         return memo
 
     def _compiled_for(self, fn: Callable[..., Any]) -> Compiled:
+        key = self.shared_key(fn)
+        if key is not None and self._shared is not None and isinstance(fn, torch.nn.Module):
+            shared = self._from_the_session(fn, key, self._shared)
+            self._compiled[id(fn)] = shared
+            return shared
         entry = self._compiled.get(id(fn))
         module_copy = None
         if isinstance(fn, torch.nn.Module):
@@ -161,7 +221,29 @@ class CompiledSide:
             self._compiled[id(fn)] = entry
         return entry
 
-    def _compile(self, target: Callable[..., Any], *, as_user: bool) -> Callable[..., Any]:
+    def _from_the_session(
+        self, module: torch.nn.Module, key: Hashable, shared: SharedCompiles
+    ) -> Compiled:
+        """The session's compile for `key`, its module synced from `module`; made (and
+        compiled, in its own recompile region) where there is none or it cannot be synced."""
+        kept: tuple[Compiled, dict[int, Any]] | None = shared.entries.get(key)
+        if kept is not None and kept[0].module_copy is not None:
+            try:
+                sync_module(module, kept[0].module_copy, kept[1])
+                self.accountant.reusing = True
+                return kept[0]
+            except Restructured:
+                pass
+        memo: dict[int, Any] = {}
+        copied: torch.nn.Module = clone_tree(module, memo)
+        entry = Compiled(copied, copied, self._compile(copied, as_user=False, region=True))
+        shared.entries[key] = (entry, memo)
+        self._copied_afresh = True
+        return entry
+
+    def _compile(
+        self, target: Callable[..., Any], *, as_user: bool, region: bool = False
+    ) -> Callable[..., Any]:
         """`target` compiled by torch.compile with the counted backend (as the user compiles it:
         the user's, uncounted), or exported, on an export path; `target` itself under the
         control backend, which compiles nothing."""
@@ -175,7 +257,8 @@ class CompiledSide:
             backend=self._user_backend() if as_user else self._backend_object(),
             fullgraph=self.settings.fullgraph,
             dynamic=self.settings.torch_dynamic,
-            **(_compat.own_recompile_region() if as_user else {}),  # the user's counts stay theirs
+            # the user's counts stay theirs, and the session's compiles out of the test's
+            **(_compat.own_recompile_region() if as_user or region else {}),
         )
 
     def _draws(self, entry: Compiled) -> _Draws:
@@ -211,6 +294,7 @@ class CompiledSide:
         copies, which show the tensors it changed. `watch` is the caller's state before the
         call, which the copies start from."""
         self._copied_afresh = False
+        self._last_fn = fn
         self._switch_as_compiled()
         self._before_last_run = self.accountant.mark()
         entry = self._compiled_for(fn)

@@ -1,0 +1,110 @@
+"""Compiles that serve later tests: zero-change mode's one compiled module per class and structure.
+
+A suite's tests call the same module classes again and again, each test with new instances and
+often new input sizes. A long-running program compiles such a module once: Dynamo's guards let
+the compiled code serve every instance, and automatic dynamic shapes turn a second input size
+into one dynamic graph instead of another static compile. Intercepted calls are checked the same
+way: the compiled side keeps, for the whole session (per xdist worker), one copy of each module
+class and structure, compiled once with one counting backend (Dynamo guards on the backend), and
+syncs each test's module into it before the call, as it syncs a module between calls of a test.
+
+Only what syncing brings over completely is shared: a module tree whose modules hold parameters,
+buffers, submodules and public attributes (all synced), no hooks of their own, and private
+attributes only of immutable values (part of the key). Anything else (a hook, a tensor that is
+no buffer) gets its own compile per test, as before. The compiles live in their own Dynamo
+recompile region (`isolate_recompiles`, torch 2.13), so the entries they leave never count
+against a test's own `torch.compile` of the same code; where torch has no such regions, each
+test compiles afresh. Fixture tests keep one Dynamo cache each (their budgets are per test).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from pytest_torchcompile import _compat
+
+_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+# What every nn.Module holds in its __dict__: synced (parameters, buffers, submodules) or bookkeeping.
+_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
+
+
+@dataclass
+class SharedCompiles:
+    """The session's compiled modules and counting backends, and how often each was reused."""
+
+    backends: dict[Hashable, Any] = field(default_factory=dict)  # settings -> (counting, inner)
+    # key_of(...) -> the compiled entry, and the memo its module copy was made with
+    entries: dict[Hashable, Any] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls) -> SharedCompiles:
+        """The session's store, from a clean Dynamo: what a conftest compiled on import, or an
+        earlier in-process session, leaves no guards or automatic-dynamic sizes behind."""
+        _compat.reset_dynamo()
+        return cls()
+
+    def close(self) -> None:
+        """At the session's end: Dynamo forgets the session's compiles, as after a fixture test."""
+        self.clear()
+        _compat.reset_dynamo()
+
+    @staticmethod
+    def available() -> bool:
+        """Whether this torch can keep the checker's compiles apart from the test's own."""
+        return bool(_compat.own_recompile_region())
+
+    def backend(self, key: Hashable, make: Callable[[], Any]) -> Any:
+        """The session's backend for `key` (backend, mode, dynamic), made once by `make`."""
+        found = self.backends.get(key)
+        if found is None:
+            found = self.backends[key] = make()
+        return found
+
+    def clear(self) -> None:
+        """Forget every compiled module (Dynamo's cache was reset)."""
+        self.entries.clear()
+
+
+def key_of(module: torch.nn.Module, settings_key: Hashable, structure: Hashable) -> Hashable | None:
+    """What one shared compile of `module` stands for: the settings, its class and structure,
+    the grad and inference modes' effect on parameters, and its private constants; None where
+    syncing cannot bring a module of this tree over completely (it is compiled per test)."""
+    private: list[tuple[str, str, Hashable]] = []
+    for name, submodule in module.named_modules(remove_duplicate=False):
+        for attr, value in vars(submodule).items():
+            if attr in _MODULE_INTERNALS:
+                if _call_hooks(attr) and value:  # a hook of its own: not part of the key
+                    return None
+                continue
+            if attr.startswith("_"):
+                if not _immutable(value):
+                    return None
+                private.append((name, attr, value))
+            elif isinstance(value, torch.Tensor):  # neither parameter nor buffer: not synced
+                return None
+    return (
+        settings_key,
+        type(module),
+        structure,
+        torch.is_inference_mode_enabled(),
+        tuple(private),
+    )
+
+
+def _call_hooks(attr: str) -> bool:
+    """Whether a module internal holds hooks that run around its call (state-dict hooks,
+    which some modules register for themselves, do not)."""
+    return "hook" in attr and ("forward" in attr or "backward" in attr)
+
+
+def _immutable(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return all(_immutable(item) for item in value)
+    return type(value) in _SCALARS
+
+
+__all__ = ["SharedCompiles", "key_of"]

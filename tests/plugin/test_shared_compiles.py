@@ -1,0 +1,202 @@
+"""Zero-change mode: compiles that serve later tests, --compile-parity-fresh, and the signature cap."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pytest_torchcompile.running.shared_compiles import SharedCompiles
+
+SUITE = """
+import pytest, torch
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.relu(self.a(x)).sum(-1)
+
+@pytest.mark.parametrize("batch", [2, 3, 5])
+def test_net(batch):
+    torch.manual_seed(batch)
+    assert Net()(torch.randn(batch, 4)).shape == (batch,)
+"""
+
+needs_regions = pytest.mark.skipif(
+    not SharedCompiles.available(),
+    reason="this torch has no isolate_recompiles: each test compiles afresh",
+)
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest(
+        "--compile-parity=all", "-p", "no:cacheprovider", "--compile-report=r.json", *args
+    )
+
+
+def _checks(pytester: pytest.Pytester) -> dict[str, dict[str, int]]:
+    """Each test's intercepted checks by how they got their compiled code."""
+    report = json.loads((pytester.path / "r.json").read_text())
+    tests = report["tests"]
+    return {node.split("::")[-1]: test["costs"].get("checks", {}) for node, test in tests.items()}
+
+
+@needs_regions
+def test_a_later_test_reuses_the_compile_and_a_new_size_compiles_one_dynamic_graph(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = _run(pytester, "--compile-backend=aot_eager")
+    result.assert_outcomes(passed=3)
+    assert _checks(pytester) == {
+        "test_net[2]": {"compiled static": 1},
+        "test_net[3]": {"compiled dynamic": 1},
+        "test_net[5]": {"reused a compile": 1},
+    }
+    result.stdout.fnmatch_lines(
+        ["*intercepted checks: 1 compiled static, 1 compiled dynamic, 1 reused a compile*"]
+    )
+
+
+@needs_regions
+def test_a_dynamic_graph_bug_is_caught_where_it_was_compiled_and_where_it_was_reused(pytester):
+    pytester.makepyfile(
+        test_suite=SUITE
+        + """
+def test_two_sizes():
+    assert Net()(torch.randn(7, 4)).shape == (7,)
+    assert Net()(torch.randn(11, 4)).shape == (11,)
+"""
+    )
+    result = _run(pytester, "--compile-backend=planted:wrong_for_dynamic_shapes", "-k", "2 or two")
+    result.assert_outcomes(passed=1, failed=1)  # test_net[2]'s static graph is right
+    result.stdout.fnmatch_lines(
+        [
+            "*module call 1 (test_suite.Net), differing at output*",
+            "*(the compiled side ran graphs compiled for this call, with dynamic shapes)",
+            "*module call 2 (test_suite.Net), differing at output*",
+            "*(the compiled side reused graphs compiled for an earlier call of this class and "
+            "structure in the session*",
+        ]
+    )
+
+
+def test_fresh_compiles_every_test_afresh(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = _run(
+        pytester, "--compile-backend=planted:wrong_for_dynamic_shapes", "--compile-parity-fresh"
+    )
+    result.assert_outcomes(passed=3)  # each test's one call compiles a static graph
+    assert set(map(json.dumps, _checks(pytester).values())) == {'{"compiled static": 1}'}
+
+
+@needs_regions
+def test_the_sessions_compiles_never_count_against_a_tests_own_compile(pytester):
+    pytester.makepyfile(
+        test_suite=SUITE
+        + """
+def test_own_compile():
+    graphs = []
+
+    def counting(gm, example_inputs):
+        graphs.append(gm)
+        return gm.forward
+
+    torch._dynamo.config.error_on_recompile = True
+    try:
+        model = torch.compile(Net(), backend=counting)
+        model(torch.randn(2, 4))
+        model(torch.randn(2, 4))
+    finally:
+        torch._dynamo.config.error_on_recompile = False
+    assert len(graphs) == 1
+"""
+    )
+    result = _run(pytester, "--compile-backend=aot_eager")
+    result.assert_outcomes(passed=4)
+
+
+@needs_regions
+def test_a_module_with_its_own_hook_compiles_in_each_test(pytester):
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.parametrize("scale", [2.0, 3.0])
+        def test_hooked(scale):
+            model = torch.nn.Linear(4, 3)
+            model.register_forward_hook(lambda module, args, out: out * scale)
+            torch.testing.assert_close(model(torch.ones(2, 4)), (torch.ones(2, 4) @ model.weight.T + model.bias) * scale)
+        """
+    )
+    result = _run(pytester, "--compile-backend=aot_eager", "--compile-parity-every-call")
+    result.assert_outcomes(passed=2)
+    assert set(map(json.dumps, _checks(pytester).values())) == {'{"compiled static": 1}'}
+
+
+def test_the_signature_cap_skips_later_signatures_of_a_class_and_says_so(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = _run(
+        pytester, "--compile-backend=planted:corrupt_output", "--compile-parity-signatures=1"
+    )
+    result.assert_outcomes(passed=2, failed=1)  # only the first signature is checked
+    result.stdout.fnmatch_lines(
+        [
+            "*2 call(s) in 2 tests: test_suite.Net: the cap on input signatures per module class "
+            "is reached: 1 input signatures of this class checked (--compile-parity-signatures)"
+        ]
+    )
+
+
+def test_the_cap_is_a_marker_key_too(pytester):
+    pytester.makepyfile(
+        SUITE.replace(
+            "@pytest.mark.parametrize",
+            "@pytest.mark.compile_parity(signatures=2)\n@pytest.mark.parametrize",
+        )
+    )
+    result = _run(pytester, "--compile-backend=aot_eager")
+    result.assert_outcomes(passed=3)
+    result.stdout.fnmatch_lines(["*input signatures of this class checked (marker*"])
+
+
+def test_a_cap_of_zero_is_refused_naming_where_it_came_from(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = _run(pytester, "--compile-parity-signatures=0")
+    assert result.ret != 0
+    result.stderr.fnmatch_lines(["*Invalid --compile-parity-signatures='0'*positive integer*"])
+
+
+@needs_regions
+def test_a_class_at_the_recompile_limit_starts_afresh_and_the_other_classes_keep_theirs(pytester):
+    pytester.makeconftest("import torch\ntorch._dynamo.config.recompile_limit = 2\n")
+    pytester.makepyfile(
+        test_suite="""
+import pytest, torch
+
+class Net(torch.nn.Module):
+    def forward(self, x):
+        return torch.sin(x) * 2
+
+class Other(torch.nn.Module):
+    def forward(self, x):
+        return torch.cos(x) + 1
+
+def test_other_first():
+    Other()(torch.randn(3))
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_net(dtype):
+    Net()(torch.randn(3, dtype=dtype))
+
+def test_other_again():
+    Other()(torch.randn(3))
+"""
+    )
+    result = _run(pytester, "--compile-backend=aot_eager", "--compile-parity-every-call")
+    result.assert_outcomes(passed=5)
+    checks = _checks(pytester)
+    assert checks["test_net[dtype2]"] == {"compiled static": 1}  # in a region of its own
+    assert checks["test_other_again"] == {"reused a compile": 1}
+    result.stdout.fnmatch_lines(["*1 a fresh compile cache after the recompile limit*"])
