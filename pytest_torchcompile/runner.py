@@ -443,10 +443,9 @@ def assert_compile_parity(
         ``dynamic``, ``fullgraph``, ``devices`` (accepted; only the ``device`` fixture reads
         it), ``max_graph_breaks``, ``max_recompiles``, ``rtol`` and ``atol`` (both or neither),
         ``backward``, ``check_strides``, ``reject_eager_errors`` (no effect here: there is no
-        Hypothesis example to reject), ``dynamic_dims``, ``compiled_autograd``, ``signatures``
-        (accepted; only zero-change mode's intercepted calls read it), ``parity_functions``
-        (accepted; only intercepted tests read it). A key left out
-        takes its default; there is no command line or ini file here.
+        Hypothesis example to reject), ``dynamic_dims``, ``compiled_autograd``,
+        ``parity_signatures`` and ``parity_functions`` (accepted; only intercepted tests read
+        them). A key left out takes its default; there is no command line or ini file here.
     :returns: a :class:`ParityResult`: both sides' outputs, the largest error per leaf, and the
         graph, graph-break, recompile and fallback counts.
     :raises ParityError: eager and compiled disagree; the message says what, where and by how

@@ -359,11 +359,12 @@ TEST_OPTIONS: tuple[Option, ...] = (
         is_switch=True,
     ),
     Option(
-        "signatures",
+        "parity_signatures",
         _parse_cap,
         None,
-        "intercepted calls: check at most this many input signatures per module class in the "
-        "session (per xdist worker); later calls of the class are skipped and counted as such",
+        "intercepted calls: check at most this many input signatures per module class (or "
+        "function) in the session (per xdist worker); later calls of it are skipped and "
+        "counted as such",
         "--compile-parity-signatures",
         default_text="none, no cap",
     ),
@@ -409,7 +410,7 @@ class Settings:
     reject_eager_errors: bool = _default(_BY_NAME, "reject_eager_errors")
     dynamic_dims: str = _default(_BY_NAME, "dynamic_dims")
     compiled_autograd: bool = _default(_BY_NAME, "compiled_autograd")
-    signatures: int | None = _default(_BY_NAME, "signatures")
+    parity_signatures: int | None = _default(_BY_NAME, "parity_signatures")
     parity_functions: tuple[str, ...] = _default(_BY_NAME, "parity_functions")
     # Where each value came from, for messages: "default", "ini compile_backend",
     # "--compile-backend", "marker on test_x", "assert_compile_parity(...)".

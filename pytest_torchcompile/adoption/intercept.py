@@ -16,7 +16,7 @@ which of its checks compiled (static or dynamic graphs) and which reused a compi
 `--compile-parity-fresh` gives each test its own Dynamo cache instead. A module class, structure
 and input signature checked once in the session is not checked again unless
 `--compile-parity-every-call` is given, and `--compile-parity-signatures=K` checks at most K
-signatures of a class (selection.py).
+signatures of a class or function (selection.py). A function is compiled once for the session.
 
 With --compile-parity-functions, the public functions of the named packages are wrapped too
 (functions.py), and a function call takes the same path: no other module or function call in
@@ -237,11 +237,11 @@ class Interceptor:
             raise Skip(f"{ALREADY_CHECKED}{structure} and input signature")
         if not self.selection.every_call and signature in self._diverged:
             raise Skip(f"already diverged in this test{structure} and input signature")
-        cap = self.checker.settings.signatures
+        cap = self.checker.settings.parity_signatures
         counted = self._per_class.setdefault(call.name, set())
         if cap is not None and signature not in counted and len(counted) >= cap:
-            source = self.checker.settings.source("signatures")
-            raise Skip(f"{CAPPED}: {cap} input signatures of this class checked ({source})")
+            source = self.checker.settings.source("parity_signatures")
+            raise Skip(f"{CAPPED}: {cap} input signatures of it checked ({source})")
         return signature
 
     # --- checking -------------------------------------------------------------------------------
@@ -261,8 +261,8 @@ class Interceptor:
         fallbacks = len(accountant.counts()["fallbacks"])
         recorder = Recorder()  # this call alone, kept for triage if it diverges
         self._busy = True
-        if isinstance(replayed, torch.nn.Module):  # a function compiles for this test alone
-            self.checker.compiled.share(replayed, self._copies.structure(replayed))
+        structure = self._copies.structure(call.module) if call.module is not None else None
+        self.checker.compiled.share(replayed, structure)
         before = accountant.mark()
         try:
             recorder.record(replayed, args, kwargs)
@@ -451,7 +451,7 @@ class _ModuleCopies:
         return copied  # type: ignore[no-any-return]
 
 
-CAPPED = "the cap on input signatures per module class is reached"
+CAPPED = "the cap on input signatures per module class or function is reached"
 _GRAPHS = dict(
     zip(
         CHECK_KINDS,

@@ -95,23 +95,26 @@ class CompiledSide:
         # Zero-change mode: the session's compiles (shared_compiles.py), and the key each
         # module of this test is compiled under there (id -> the module, its key).
         self._shared = shared
-        self._shared_keys: dict[int, tuple[torch.nn.Module, Hashable]] = {}
+        self._shared_keys: dict[int, tuple[Callable[..., Any], Hashable]] = {}
         self._last_fn: Callable[..., Any] | None = None  # the callable the last `run` ran
 
-    def share(self, module: torch.nn.Module, structure: Hashable) -> None:
-        """Compile `module` (of `structure`, selection.module_structure) as the session's one
-        compile of its class and structure, where the session keeps compiles and syncing can
-        bring the module over completely (shared_compiles.key_of); else for this test alone."""
+    def share(self, fn: Callable[..., Any], structure: Hashable = None) -> None:
+        """Compile `fn` as the session's one compile of it: a module (of `structure`,
+        selection.module_structure) per class and structure where syncing can bring it over
+        completely (shared_compiles.key_of), a function as itself; else for this test alone."""
         key = None
         if self._shared is not None:
             settings = self.settings
             options = (settings.backend, settings.mode, settings.torch_dynamic, settings.fullgraph)
             compiled_as = (*options, settings.dim_marks, settings.compiled_autograd)
-            key = key_of(module, compiled_as, structure)
+            if isinstance(fn, torch.nn.Module):
+                key = key_of(fn, compiled_as, structure)
+            else:  # a module-level function: the same object in every test
+                key = (compiled_as, fn)
         if key is None:
-            self._shared_keys.pop(id(module), None)
+            self._shared_keys.pop(id(fn), None)
         else:
-            self._shared_keys[id(module)] = (module, key)
+            self._shared_keys[id(fn)] = (fn, key)
 
     def shared_key(self, fn: Callable[..., Any]) -> Hashable | None:
         """The session key `fn` is compiled under, or None."""
@@ -205,7 +208,7 @@ class CompiledSide:
 
     def _compiled_for(self, fn: Callable[..., Any]) -> Compiled:
         key = self.shared_key(fn)
-        if key is not None and self._shared is not None and isinstance(fn, torch.nn.Module):
+        if key is not None and self._shared is not None:
             shared = self._from_the_session(fn, key, self._shared)
             self._compiled[id(fn)] = shared
             return shared
@@ -222,28 +225,35 @@ class CompiledSide:
         return entry
 
     def _from_the_session(
-        self, module: torch.nn.Module, key: Hashable, shared: SharedCompiles
+        self, fn: Callable[..., Any], key: Hashable, shared: SharedCompiles
     ) -> Compiled:
-        """The session's compile for `key`, its module synced from `module`; made (and
+        """The session's compile for `key`, its module synced from `fn` (a module); made (and
         compiled, in its own recompile region) where there is none or it cannot be synced."""
         kept: tuple[Compiled, dict[int, Any]] | None = shared.entries.get(key)
+        if not isinstance(fn, torch.nn.Module):  # a function: compiled once, as itself
+            if kept is None:
+                kept = shared.entries[key] = (
+                    Compiled(fn, None, self._compile(fn, as_user=False)),
+                    {},
+                )
+            else:
+                self.accountant.reusing = True
+            return kept[0]
         if kept is not None and kept[0].module_copy is not None:
             try:
-                sync_module(module, kept[0].module_copy, kept[1])
+                sync_module(fn, kept[0].module_copy, kept[1])
                 self.accountant.reusing = True
                 return kept[0]
             except Restructured:
                 pass
         memo: dict[int, Any] = {}
-        copied: torch.nn.Module = clone_tree(module, memo)
-        entry = Compiled(copied, copied, self._compile(copied, as_user=False, region=True))
+        copied: torch.nn.Module = clone_tree(fn, memo)
+        entry = Compiled(copied, copied, self._compile(copied, as_user=False))
         shared.entries[key] = (entry, memo)
         self._copied_afresh = True
         return entry
 
-    def _compile(
-        self, target: Callable[..., Any], *, as_user: bool, region: bool = False
-    ) -> Callable[..., Any]:
+    def _compile(self, target: Callable[..., Any], *, as_user: bool) -> Callable[..., Any]:
         """`target` compiled by torch.compile with the counted backend (as the user compiles it:
         the user's, uncounted), or exported, on an export path; `target` itself under the
         control backend, which compiles nothing."""
@@ -257,8 +267,9 @@ class CompiledSide:
             backend=self._user_backend() if as_user else self._backend_object(),
             fullgraph=self.settings.fullgraph,
             dynamic=self.settings.torch_dynamic,
-            # the user's counts stay theirs, and the session's compiles out of the test's
-            **(_compat.own_recompile_region() if as_user or region else {}),
+            # the user's counts stay theirs, and the session's compiles (zero-change mode keeps
+            # Dynamo's cache from test to test) out of the test's own
+            **(_compat.own_recompile_region() if as_user or self._shared is not None else {}),
         )
 
     def _draws(self, entry: Compiled) -> _Draws:

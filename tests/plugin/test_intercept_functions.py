@@ -6,6 +6,8 @@ import json
 
 import pytest
 
+from pytest_torchcompile.running.shared_compiles import SharedCompiles
+
 LIBRARY = """
 import torch
 
@@ -241,3 +243,33 @@ def test_torchscript_compiles_the_original_function(suite):
         """
     )
     _run(suite, "--compile-backend=aot_eager", "test_script.py").assert_outcomes(passed=1)
+
+
+@pytest.mark.skipif(
+    not SharedCompiles.available(),
+    reason="this torch has no isolate_recompiles: each test compiles afresh",
+)
+def test_a_function_is_compiled_once_for_the_session(pytester):
+    pytester.makepyfile(
+        **{
+            "fnlib/__init__.py": "",
+            "fnlib/ops.py": LIBRARY,
+            "test_suite": """
+import pytest, torch
+from fnlib.ops import outer
+
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_sizes(n):
+    assert outer(torch.ones(n)).shape == (n,)
+""",
+        }
+    )
+    result = _run(pytester, "--compile-backend=aot_eager", "--compile-report=r.json")
+    result.assert_outcomes(passed=3)
+    tests = json.loads((pytester.path / "r.json").read_text())["tests"]
+    checks = [tests[node]["costs"].get("checks") for node in sorted(tests)]
+    assert checks == [
+        {"compiled static": 1},
+        {"compiled dynamic": 1},
+        {"reused a compile": 1},
+    ]

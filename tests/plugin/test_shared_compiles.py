@@ -143,8 +143,8 @@ def test_the_signature_cap_skips_later_signatures_of_a_class_and_says_so(pyteste
     result.assert_outcomes(passed=2, failed=1)  # only the first signature is checked
     result.stdout.fnmatch_lines(
         [
-            "*2 call(s) in 2 tests: test_suite.Net: the cap on input signatures per module class "
-            "is reached: 1 input signatures of this class checked (--compile-parity-signatures)"
+            "*2 call(s) in 2 tests: test_suite.Net: the cap on input signatures per module class or "
+            "function is reached: 1 input signatures of it checked (--compile-parity-signatures)"
         ]
     )
 
@@ -153,12 +153,12 @@ def test_the_cap_is_a_marker_key_too(pytester):
     pytester.makepyfile(
         SUITE.replace(
             "@pytest.mark.parametrize",
-            "@pytest.mark.compile_parity(signatures=2)\n@pytest.mark.parametrize",
+            "@pytest.mark.compile_parity(parity_signatures=2)\n@pytest.mark.parametrize",
         )
     )
     result = _run(pytester, "--compile-backend=aot_eager")
     result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines(["*input signatures of this class checked (marker*"])
+    result.stdout.fnmatch_lines(["*input signatures of it checked (marker*"])
 
 
 def test_a_cap_of_zero_is_refused_naming_where_it_came_from(pytester):
@@ -169,8 +169,11 @@ def test_a_cap_of_zero_is_refused_naming_where_it_came_from(pytester):
 
 
 @needs_regions
-def test_a_class_at_the_recompile_limit_starts_afresh_and_the_other_classes_keep_theirs(pytester):
-    pytester.makeconftest("import torch\ntorch._dynamo.config.recompile_limit = 2\n")
+def test_a_class_at_the_recompile_limit_starts_afresh_and_the_other_classes_keep_theirs(
+    pytester,
+):
+    import torch._dynamo.config
+
     pytester.makepyfile(
         test_suite="""
 import pytest, torch
@@ -194,7 +197,8 @@ def test_other_again():
     Other()(torch.randn(3))
 """
     )
-    result = _run(pytester, "--compile-backend=aot_eager", "--compile-parity-every-call")
+    with torch._dynamo.config.patch(recompile_limit=2):  # the in-process run's
+        result = _run(pytester, "--compile-backend=aot_eager", "--compile-parity-every-call")
     result.assert_outcomes(passed=5)
     checks = _checks(pytester)
     assert checks["test_net[dtype2]"] == {"compiled static": 1}  # in a region of its own
