@@ -5,6 +5,7 @@ guards, recompiles and cache hits are exercised), on the compiled side's own cop
 modules (copied once, synced before each call, so parameters keep their addresses) and inputs. Where
 a graph draws random numbers it is compiled with Inductor's `fallback_random`, and the callable is
 compiled once more as the user compiles it (`run_as_user`), for what random draws cannot change.
+In zero-change mode the session's compiles (shared_compiles.py) serve later tests instead.
 """
 
 from __future__ import annotations

@@ -7,12 +7,13 @@ into one dynamic graph instead of another static compile. Intercepted calls are 
 way: the compiled side keeps, for the whole session (per xdist worker), one copy of each module
 class and structure, compiled once with one counting backend (Dynamo guards on the backend), and
 syncs each test's module into it before the call, as it syncs a module between calls of a test.
+A function (--compile-parity-functions) is the same object in every test: it is compiled once.
 
 Only what syncing brings over completely is shared: a module tree whose modules hold parameters,
 buffers, submodules and public attributes (all synced), no hooks of their own, and private
 attributes only of immutable values (part of the key). Anything else (a hook, a tensor that is
-no buffer) gets its own compile per test, as before. The compiles live in their own Dynamo
-recompile region (`isolate_recompiles`, torch 2.13), so the entries they leave never count
+no buffer) gets its own compile per test. Every compile of the session lives in a Dynamo
+recompile region of its own (`isolate_recompiles`, torch 2.13), so the entries they leave never count
 against a test's own `torch.compile` of the same code; where torch has no such regions, each
 test compiles afresh. Fixture tests keep one Dynamo cache each (their budgets are per test).
 """
@@ -34,7 +35,7 @@ _MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 
 @dataclass
 class SharedCompiles:
-    """The session's compiled modules and counting backends, and how often each was reused."""
+    """The session's compiled modules and functions, and its counting backends."""
 
     backends: dict[Hashable, Any] = field(default_factory=dict)  # settings -> (counting, inner)
     # key_of(...) -> the compiled entry, and the memo its module copy was made with
@@ -71,7 +72,8 @@ class SharedCompiles:
 
 def key_of(module: torch.nn.Module, settings_key: Hashable, structure: Hashable) -> Hashable | None:
     """What one shared compile of `module` stands for: the settings, its class and structure,
-    the grad and inference modes' effect on parameters, and its private constants; None where
+    whether inference mode is on (its parameters are copied under it), and its private
+    constants; None where
     syncing cannot bring a module of this tree over completely (it is compiled per test)."""
     private: list[tuple[str, str, Hashable]] = []
     for name, submodule in module.named_modules(remove_duplicate=False):
