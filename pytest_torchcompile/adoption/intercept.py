@@ -20,8 +20,7 @@ signatures of a class or function (selection.py). A function is compiled once fo
 
 With --compile-parity-functions, the public functions of the named packages are wrapped too
 (functions.py), and a function call takes the same path: no other module or function call in
-progress makes it outermost; the calls it makes are "inside checked" once it is checked. A
-function's compile is the test's own (the session's compiles are kept per module class).
+progress makes it outermost; the calls it makes are "inside checked" once it is checked.
 """
 
 from __future__ import annotations

@@ -72,6 +72,23 @@ class Compiled:
     as_user: AsUser | None = None  # made once it draws random numbers
 
 
+def _synced_copy(
+    module: torch.nn.Module, kept: tuple[torch.nn.Module, dict[int, Any]] | None
+) -> tuple[torch.nn.Module, dict[int, Any], bool]:
+    """`kept` (a copy of a module like `module`, and the memo it was made with) synced from
+    `module`; or, where there is none or `module` is structured otherwise, a fresh copy and its
+    memo. The last item says whether the copy is fresh."""
+    if kept is not None:
+        try:
+            sync_module(module, *kept)
+            return kept[0], kept[1], False
+        except Restructured:
+            pass
+    memo: dict[int, Any] = {}
+    copied: torch.nn.Module = clone_tree(module, memo)
+    return copied, memo, True
+
+
 class CompiledSide:
     """The compiled functions and module copies of one test, and running a call through them."""
 
@@ -182,17 +199,11 @@ class CompiledSide:
         they would in the caller's program (CUDA graphs re-record when static addresses move).
         """
         kept = self._module_copies.get(id(module))
-        if kept is not None:
-            try:
-                sync_module(module, kept[1], kept[2])
-                return kept[1], False
-            except Restructured:
-                pass
-        memo: dict[int, Any] = {}
-        copied = clone_tree(module, memo)
-        self._module_copies[id(module)] = (module, copied, memo)
-        self._copied_afresh = True
-        return copied, True
+        copied, memo, fresh = _synced_copy(module, kept[1:] if kept is not None else None)
+        if fresh:
+            self._module_copies[id(module)] = (module, copied, memo)
+            self._copied_afresh = True
+        return copied, fresh
 
     def _copies_of_modules(
         self, tree: Any, copy: Callable[[torch.nn.Module], torch.nn.Module] | None = None
@@ -240,15 +251,13 @@ class CompiledSide:
             else:
                 self.accountant.reusing = True
             return kept[0]
+        previous = None
         if kept is not None and kept[0].module_copy is not None:
-            try:
-                sync_module(fn, kept[0].module_copy, kept[1])
-                self.accountant.reusing = True
-                return kept[0]
-            except Restructured:
-                pass
-        memo: dict[int, Any] = {}
-        copied: torch.nn.Module = clone_tree(fn, memo)
+            previous = (kept[0].module_copy, kept[1])
+        copied, memo, fresh = _synced_copy(fn, previous)
+        if not fresh and kept is not None:
+            self.accountant.reusing = True
+            return kept[0]
         entry = Compiled(copied, copied, self._compile(copied, as_user=False))
         shared.entries[key] = (entry, memo)
         self._copied_afresh = True
