@@ -211,6 +211,8 @@ class Checker:
                     self._compare_options(),
                     **call.reruns(self.settings.compares_backward),
                     rebuilt=kind in self._rebuilt,
+                    on_rows=call.on_rows(self.settings.compares_backward),
+                    eager_seconds=call.eager_seconds,
                 )
             if report.rebuilt and kind is not None:
                 self._rebuilt.add(kind)

@@ -452,6 +452,55 @@ def compute_half_in_float32(gm: torch.fx.GraphModule, example_inputs: Sequence[A
     return run
 
 
+class _SumsInOneLane(torch.overrides.TorchFunctionMode):
+    """mean and sum over one dimension, summed in order along it in the input's dtype."""
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None
+    ) -> Any:
+        kwargs = dict(kwargs or {})
+        averages = func in (torch.mean, torch.Tensor.mean)
+        if averages or func in (torch.sum, torch.Tensor.sum):
+            x, *rest = args
+            dim = rest[0] if rest else kwargs.pop("dim", None)
+            keepdim = rest[1] if len(rest) > 1 else kwargs.pop("keepdim", False)
+            dim = dim[0] if isinstance(dim, (list, tuple)) and len(dim) == 1 else dim
+            if isinstance(dim, int) and x.is_floating_point() and not kwargs:
+                total = x.select(dim, 0).clone()
+                for i in range(1, x.shape[dim]):
+                    total += x.select(dim, i)
+                total = total / x.shape[dim] if averages else total
+                return total.unsqueeze(dim) if keepdim else total
+        return func(*args, **kwargs)
+
+
+def sums_in_one_lane(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Correct, not planted: a sum or mean over one dimension is summed in order along it, in
+    the input's dtype, as one lane of a vectorised loop sums (Inductor's reduction over a
+    non-contiguous input): farther from the float64 answer than eager's blocked sum."""
+
+    def run(*args: Any) -> Any:
+        with _SumsInOneLane():
+            return gm(*args)
+
+    return run
+
+
+def sums_in_one_lane_one_row_off(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Compiled:
+    """As sums_in_one_lane, and row 4321 of the first floating output is off by 5."""
+    correct = sums_in_one_lane(gm, example_inputs)
+
+    def run(*args: Any) -> Any:
+        outs = _as_list(correct(*args))
+        first = next(o for o in outs if isinstance(o, torch.Tensor) and o.is_floating_point())
+        first[4321] += 5
+        return outs
+
+    return run
+
+
 # --- a wrong compile at each stage of the stack, for the stage bisect (issue 11) ---
 #
 # The bisect replays a failure with backends eager (TorchDynamo alone), aot_eager (+ AOTAutograd),

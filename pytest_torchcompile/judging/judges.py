@@ -86,6 +86,16 @@ class Noise:
     raised: str = ""  # the re-run raised this: nothing to judge by
 
 
+@dataclass(frozen=True)
+class RowSample:
+    """Rows of a leaf to judge it on, where its full re-runs would pass the call's bound."""
+
+    rows: Tensor  # indices along the leaf's first dimension
+    evidence: Evidence  # the re-runs on those rows alone
+    slack: float  # the whole leaf's allowance beyond the tolerance, by the float64 reference
+    text: str  # what the note says of the sample
+
+
 class Evidence(Protocol):
     """The re-runs a leaf's judges may consult, each run lazily and at most once a call."""
 
@@ -100,6 +110,8 @@ class Evidence(Protocol):
     def reference(self, name: str, e: Tensor) -> tuple[Tensor | None, str]: ...
 
     def noise(self, name: str, e: Tensor, *, mirrored: bool) -> Noise | None: ...
+
+    def noise_rows(self, name: str, e: Tensor, c: Tensor) -> RowSample | None: ...
 
     def spread_samples(self, name: str, e: Tensor) -> list[Tensor] | None: ...
 
@@ -209,6 +221,9 @@ def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
         return (
             Outcome(Verdict.FAILED, "eager's rounding noise", scan, final=True) if wrong else None
         )
+    rows = case.evidence.noise_rows(case.name, case.e, case.c)
+    if rows is not None and (on_rows := _on_rows(case, so_far, rows)) is not None:
+        return on_rows
     lines: list[str] = []
     unexcused = so_far.boundaries.wrong  # where no sample judges them, they stand
     explained: Tensor | None = None  # boundary elements the first sample explained
@@ -238,6 +253,35 @@ def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
             return Outcome(Verdict.EXCUSED, "eager's rounding noise", judged.verdict, note=note)
     return Outcome(
         Verdict.FAILED, "eager's rounding noise", scan, tuple(lines), final=unexcused > 0
+    )
+
+
+def _on_rows(case: Case, so_far: Outcome, sample: RowSample) -> Outcome | None:
+    """Rule 3 on a sample of the leaf's rows: the float64 reference's verdict there (with the
+    whole leaf's allowance), then eager's rounding noise on the call re-run on those rows.
+    None where the sample holds none of the elements the reference failed: the whole runs
+    judge the leaf then."""
+    where = sample.rows.to(case.e.device)
+    rows = dataclasses.replace(
+        case, eager=case.e[where], compiled=case.c[where], evidence=sample.evidence
+    )
+    r, _ = sample.evidence.reference(case.name, rows.e)
+    assert r is not None  # a sample is taken only where the reference is
+    judged = rules.by_reference(
+        rows.e, rows.c, r, case.rtol, case.atol, rows.plain, slack=sample.slack
+    )
+    if judged.passed:
+        return None
+    outcome = rounding_noise(
+        rows,
+        Outcome(Verdict.FAILED, "float64 reference", judged.verdict, boundaries=judged.boundaries),
+    )
+    assert outcome is not None
+    line = f"  On a sample of the leaf's rows: {sample.text}."
+    if outcome.verdict is Verdict.EXCUSED:
+        return dataclasses.replace(outcome, scan=so_far.scan, note=f"{outcome.note}; {sample.text}")
+    return dataclasses.replace(
+        outcome, scan=so_far.scan, lines=(line, *outcome.lines), boundaries=so_far.boundaries
     )
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ from torch import Tensor
 
 from pytest_torchcompile import _compat
 from pytest_torchcompile.errors import ParityError, UncopyableInputError
-from pytest_torchcompile.judging import judges, rules
+from pytest_torchcompile.judging import judges, rules, samples
 from pytest_torchcompile.judging.closeness import (
     Settled,
     dense,
@@ -39,10 +40,15 @@ from pytest_torchcompile.judging.closeness import (
     same_nonfinite,
     value_lines,
 )
-from pytest_torchcompile.judging.judges import Noise, Reproduction, Verdict
+from pytest_torchcompile.judging.judges import Noise, Reproduction, RowSample, Verdict
 from pytest_torchcompile.running import trees
 from pytest_torchcompile.running.sides import SideResult
 from pytest_torchcompile.running.snapshot import Unfaithful
+
+RowRuns = Callable[[int, Tensor], dict[str, Callable[[], SideResult]]]
+"""The re-runs on some rows (indices along the first dimension) of a call whose batch has that
+many rows: eager plainly ("plain") and the rounding-noise runs; {} where the call's batch has
+another length."""
 
 # torch.testing.assert_close's default (rtol, atol) per dtype, copied from
 # torch/testing/_comparison.py (torch 2.11 to 2.13) because its accessor is private.
@@ -169,6 +175,8 @@ def compare(
     mirrored: Callable[[], SideResult] | None = None,
     control: Callable[[], SideResult] | None = None,
     rebuilt: bool = False,
+    on_rows: RowRuns | None = None,
+    eager_seconds: float | None = None,
 ) -> ParityReport:
     """Compare the compiled side against eager, leaf by leaf.
 
@@ -180,7 +188,10 @@ def compare(
     (eager_again; and control: the call through the compiled side's own path with no compiler,
     which tells the checker's own differences from the compiler's). With `rebuilt` (a plain
     re-run reproduced this kind of call before), eager is taken as reproduced for the rules
-    until a leaf would fail: only then is it re-run.
+    until a leaf would fail: only then is it re-run. With `eager_seconds` (eager's run of the
+    call) and `on_rows` (the same re-runs on a sample of the call's rows), the re-runs are
+    bounded (`samples.Bound`): a leaf whose noise runs would pass the bound is judged on a
+    sample of its rows.
     """
     reruns = _Reruns(
         options,
@@ -191,6 +202,8 @@ def compare(
         mirrored,
         control=control,
         rebuilt=rebuilt,
+        on_rows=on_rows,
+        bound=None if eager_seconds is None else samples.Bound(eager_seconds),
     )
     return _Comparer(options, reruns).compare(eager, compiled)
 
@@ -220,18 +233,25 @@ class _Rerun:
         self._thunk = thunk
         self._result: SideResult | None = None
         self._index: dict[str, Any] = {}
+        self.seconds = 0.0  # what running it took, once it ran
 
     @property
     def given(self) -> bool:
         return self._thunk is not None
 
+    @property
+    def ran(self) -> bool:
+        return self._result is not None
+
     def result(self) -> SideResult:
         if self._result is None:
             assert self._thunk is not None
+            started = time.perf_counter()
             try:
                 self._result = self._thunk()
             except Exception as exc:  # the re-run itself failed: report it, never crash the check
                 self._result = SideResult(None, exc, {}, {})
+            self.seconds = time.perf_counter() - started
             self._index = _index(self._result)
         return self._result
 
@@ -354,8 +374,13 @@ class _Reruns:
         *,
         control: Callable[[], SideResult] | None = None,
         rebuilt: bool = False,
+        on_rows: RowRuns | None = None,
+        bound: samples.Bound | None = None,
     ) -> None:
         self.options = options
+        self.on_rows = on_rows
+        self.bound = bound
+        self._sampled: list[_Rerun] = []  # re-runs on samples of rows, counted in the bound
         self.assumed = rebuilt  # a plain re-run rebuilt this call's kind before: not run again
         self.reproduced: bool | None = None  # whether every leaf asked about was reproduced
         self.reference_run = _Rerun(reference)
@@ -445,6 +470,55 @@ class _Reruns:
                 return Noise(None, None, _exc_text(raised))
         base = self.leaf(self.noise_base, name, e) if self.noise_base.given else e
         return Noise(self.leaf(noisy_run, name, e), base)
+
+    def noise_rows(self, name: str, e: Tensor, c: Tensor) -> RowSample | None:
+        """Where the full rounding-noise runs would pass the call's re-run bound: this leaf's
+        rows to judge, and the evidence of the call re-run on them alone. None where the full
+        runs fit, were run already, or no sample of rows can stand for the leaf (it is not
+        along the call's batch, or the rows do not re-run alone as they ran in the call)."""
+        if self.bound is None or self.on_rows is None or self.perturbed.ran:
+            return None
+        if e.dim() == 0 or not e.is_floating_point() or not self.reference_run.given:
+            return None
+        plain = self.eager_again.seconds or self.bound.eager_seconds
+        count = self.bound.rows(e.shape[0], self.spent, plain)
+        if count >= e.shape[0]:
+            return None
+        r, _ = self.reference(name, e)
+        if r is None:
+            return None
+        rtol, atol = self.options.tolerances(e.dtype)
+        rows, worst = samples.choose_rows(rules.reference_excess(e, c, r, rtol, atol), count)
+        spent = self.spent
+        runs = {key: _Rerun(thunk) for key, thunk in self.on_rows(e.shape[0], rows).items()}
+        if not runs:  # the leaf is not along the call's batch
+            return None
+        self._sampled += runs.values()
+        again = self.leaf(runs["plain"], name, e[rows.to(e.device)])
+        if again is None or not rules.identical(again, e[rows.to(e.device)]):
+            return None
+        text = samples.sample_text(
+            rows.numel(), e.shape[0], worst, self.bound, spent, self.bound.estimate(plain)
+        )
+        evidence = _RowReruns(self.options, runs, r[rows.to(r.device)])
+        slack = rules.reference_slack(e, r)
+        return RowSample(rows, evidence, slack, text)
+
+    @property
+    def spent(self) -> float:
+        """What this call's re-runs took so far."""
+        ran = [
+            self.reference_run,
+            self.eager_again,
+            self.eager_third,
+            *self._late,
+            self.perturbed,
+            self.mirrored,
+            self.noise_base,
+            self.control,
+            *self._sampled,
+        ]
+        return sum(rerun.seconds for rerun in ran)
 
     def spread_samples(self, name: str, e: Tensor) -> list[Tensor] | None:
         """The second and third eager runs of this leaf, where eager's second run does not
@@ -544,6 +618,27 @@ class _Reruns:
             if leaf.leaf == "exception" or _related(leaf.leaf, name):
                 return leaf.message.removesuffix(_context_suffix(self.options.context))
         return ""
+
+
+class _RowReruns(_Reruns):
+    """The evidence on a sample of a leaf's rows: the noise runs on those rows alone, and the
+    float64 reference's rows (a plain re-run on them reproduced eager's: taken as reproduced)."""
+
+    def __init__(self, options: CompareOptions, runs: dict[str, _Rerun], reference: Tensor):
+        super().__init__(options, None, None, None, None, rebuilt=True)
+        self.perturbed, self.mirrored, self.noise_base = (
+            runs["perturbed"],
+            runs["mirrored"],
+            runs["noise_base"],
+        )
+        self._reference = reference
+
+    @property
+    def reference_given(self) -> bool:
+        return True
+
+    def reference(self, name: str, e: Tensor) -> tuple[Tensor | None, str]:
+        return self._reference, ""
 
 
 class _Comparer:

@@ -293,14 +293,38 @@ def reproduces(again: Tensor, e: Tensor, rtol: float, atol: float) -> str:
     return f"two eager runs differ at {scan.mismatched} element(s){worst}"
 
 
+def reference_slack(e: Tensor, r: Tensor) -> float:
+    """What rule 1 allows compiled beyond the tolerance: 3x eager's own error over the leaf,
+    plus the reduction-order floor."""
+    return REFERENCE_SLACK * distance(e, r).value + noise_floor(r, e.dtype)
+
+
+def reference_excess(e: Tensor, c: Tensor, r: Tensor, rtol: float, atol: float) -> Tensor:
+    """How far compiled is past what rule 1 allows it, element by element (float64, <= 0
+    where it is within; non-finite pairs count as 0)."""
+    c64, r64 = c.detach().to(torch.float64), r.detach().to(torch.float64)
+    allowed = atol + rtol * r64.abs() + reference_slack(e, r)
+    excess = (c64 - r64).abs() - allowed
+    return torch.where(excess.isfinite(), excess, 0.0)
+
+
 def by_reference(
-    e: Tensor, c: Tensor, r: Tensor, rtol: float, atol: float, plain: Scan
+    e: Tensor,
+    c: Tensor,
+    r: Tensor,
+    rtol: float,
+    atol: float,
+    plain: Scan,
+    *,
+    slack: float | None = None,
 ) -> Judgement:
     """Rule 1: compiled against the float64 reference `r`, allowed 3x eager's own error plus
-    the reduction-order floor. `plain` is the verdict by the plain tolerance."""
+    the reduction-order floor. `plain` is the verdict by the plain tolerance. `slack`: the
+    whole leaf's, where `e` is a sample of its rows (eager's error elsewhere counts)."""
     eager_error = distance(e, r)
     floor = noise_floor(r, e.dtype)
-    slack = REFERENCE_SLACK * eager_error.value + floor
+    if slack is None:
+        slack = REFERENCE_SLACK * eager_error.value + floor
     at = Boundaries.of(e, c, r, rtol, atol, slack)
     verdict = at.unexcused(scan_leaf(c, e, rtol, atol, reference=r, slack=slack))
     if not verdict.mismatched:  # the lines below explain a failure only

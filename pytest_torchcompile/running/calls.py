@@ -11,6 +11,7 @@ them.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -67,6 +68,7 @@ class Call:
     switches: _compat.ProcessSwitches  # the process-wide state the user had set
     side: CompiledSide  # the compiled side's path, which the control takes with no compiler
     costs: Costs  # the test's: re-runs are timed as such
+    eager_seconds: float  # eager's run of this call, which bounds what its re-runs may cost
 
     def from_before(
         self, copier: Callable[[Any, dict[int, Any]], Any], run: Callable[..., SideResult]
@@ -102,17 +104,69 @@ class Call:
         copier: Callable[[Any, dict[int, Any]], Any],
         backward: bool,
         around: Callable[[], Any] = nothing,
+        rows: torch.Tensor | None = None,
     ) -> Callable[[], SideResult]:
-        """A thunk running eager again on a fresh copy of the call as it was (`from_before`)."""
+        """A thunk running eager again on a fresh copy of the call as it was (`from_before`);
+        with `rows`, on those rows alone of every input whose first dimension is as long as
+        `rows_of` found (`on_rows`)."""
 
         def eager_again(
             module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> SideResult:
+            if rows is not None:
+                args, kwargs = _on_rows((args, kwargs), rows, self.batch)
             likes = [o.dtype for o in differentiable_outputs(self.eager.output)]
             side = Side(module if module is not None else self.fn, module, args, kwargs, likes)
             return run_side(side, backward, around)
 
         return self.from_before(copier, eager_again)
+
+    @property
+    def batch(self) -> int:
+        """The length of the first dimension the call's tensor inputs share (0 where none
+        has one): the dimension a sample of rows is taken along."""
+        sizes = {
+            t.shape[0] for t in _row_tensors(self.snapshot_of[1:]) if t.dim() and t.shape[0] > 1
+        }
+        return sizes.pop() if len(sizes) == 1 else 0
+
+    def on_rows(
+        self, backward: bool
+    ) -> Callable[[int, torch.Tensor], dict[str, Callable[[], SideResult]]] | None:
+        """Re-runs on a sample of the rows of the call's batch (where its tensor inputs share
+        one first dimension): eager plainly, which must reproduce eager's rows bit for bit for
+        the sample to stand, and the rounding-noise runs; {} for a leaf whose first dimension
+        is not the batch's. None where the call has no batch."""
+        if not self.batch:
+            return None
+        table = functools.cache(_compat.compiler_decompositions)
+
+        def runs(batch: int, rows: torch.Tensor) -> dict[str, Callable[[], SideResult]]:
+            if batch != self.batch:
+                return {}
+            return {
+                "plain": self.rerun(clone_tree, backward, rows=rows),
+                **self._noise(backward, table, rows),
+            }
+
+        return runs
+
+    def _noise(
+        self,
+        backward: bool,
+        table: Callable[[], Mapping[Any, Callable[..., Any]]],
+        rows: torch.Tensor | None = None,
+    ) -> dict[str, Callable[[], SideResult]]:
+        """The rounding-noise runs: a sample, its mirror and the same program without noise."""
+
+        def noise(**how: bool) -> Callable[[], Any]:
+            return lambda: RoundingNoise(COTANGENT_SEED, decompositions=table(), **how)
+
+        return {
+            "perturbed": self.rerun(clone_tree, backward, noise(), rows),
+            "mirrored": self.rerun(clone_tree, backward, noise(opposite=True), rows),
+            "noise_base": self.rerun(clone_tree, backward, noise(noise=False), rows),
+        }
 
     def control(self) -> Callable[[], SideResult]:
         """A thunk running the control: the call, from a fresh copy of it as it was, through
@@ -134,23 +188,35 @@ class Call:
         return {
             "reference": self.rerun(upcast_tree, backward),
             "eager_again": self.rerun(clone_tree, backward),
-            "perturbed": self.rerun(
-                clone_tree,
-                backward,
-                lambda: RoundingNoise(COTANGENT_SEED, decompositions=table()),
-            ),
-            "mirrored": self.rerun(
-                clone_tree,
-                backward,
-                lambda: RoundingNoise(COTANGENT_SEED, opposite=True, decompositions=table()),
-            ),
-            "noise_base": self.rerun(
-                clone_tree,
-                backward,
-                lambda: RoundingNoise(COTANGENT_SEED, noise=False, decompositions=table()),
-            ),
+            **self._noise(backward, table),
             "control": self.control(),
         }
+
+
+def _row_tensors(tree: Any) -> list[torch.Tensor]:
+    """The strided tensors directly in `tree`'s tuples, lists and dicts (not inside objects)."""
+    if isinstance(tree, torch.Tensor):
+        return [tree] if tree.layout == torch.strided and not tree.is_nested else []
+    if isinstance(tree, tuple | list):
+        return [t for item in tree for t in _row_tensors(item)]
+    if isinstance(tree, dict):
+        return [t for item in tree.values() for t in _row_tensors(item)]
+    return []
+
+
+def _on_rows(tree: Any, rows: torch.Tensor, batch: int) -> Any:
+    """`tree` with each tensor whose first dimension has `batch` elements cut to `rows` (a new
+    leaf, requiring grad as the input did), through tuples, lists and dicts."""
+    if isinstance(tree, torch.Tensor):
+        if not _row_tensors(tree) or not tree.dim() or tree.shape[0] != batch:
+            return tree
+        cut = tree.detach().index_select(0, rows.to(tree.device))
+        return cut.requires_grad_(tree.requires_grad)
+    if isinstance(tree, tuple | list):
+        return type(tree)(_on_rows(item, rows, batch) for item in tree)
+    if isinstance(tree, dict):
+        return {key: _on_rows(item, rows, batch) for key, item in tree.items()}
+    return tree
 
 
 def _recompile_limit_hit(result: SideResult) -> bool:
@@ -241,8 +307,10 @@ class CallRunner:
         shared.restore(before)  # the eager run starts from the state the compiled one did
         switches.restore()  # and under the process-wide state the user set, not torch.compile's
         eager_side = Side(fn, module, args, dict(kwargs))
+        started = time.perf_counter()
         with self.costs.timing("eager side"):
             eager = run_side(eager_side, self.settings.compares_backward, nothing, wait=False)
+        eager_seconds = time.perf_counter() - started
         lacking = pristine.lacks(watch, state_left(eager, eager_side))
         with_containers(eager, shared)
         return Call(
@@ -259,6 +327,7 @@ class CallRunner:
             switches,
             self.compiled,
             self.costs,
+            eager_seconds,
         )
 
     def _shared_containers(self, fn: Callable[..., Any]) -> pystate.SharedContainers:

@@ -63,18 +63,20 @@ def _moved(
     `magnitude` where that is more than of the result."""
     wide = t.detach().to(torch.float64)
     bits = wide.view(torch.int64)
-    mixed = (bits ^ (bits >> 29)) * _MIX[0] + (salt * _MIX[1] & _SALT)
-    mixed = (mixed ^ (mixed >> 31)) * _MIX[2]
-    sign = ((mixed >> 40) & 1).to(torch.float64) * 2 - 1
+    # In place where it can be: on a large result each fresh buffer costs as much as the op.
+    mixed = bits >> 29
+    mixed.bitwise_xor_(bits).mul_(_MIX[0]).add_(salt * _MIX[1] & _SALT)
+    mixed.bitwise_xor_(mixed >> 31).mul_(_MIX[2])
+    sign = mixed.bitwise_right_shift_(40).bitwise_and_(1).to(torch.float64).mul_(2).sub_(1)
     if opposite:
-        sign = -sign
+        sign.neg_()
     accumulates = _accumulates(t.dtype)
     shift = max(torch.finfo(t.dtype).eps, torch.finfo(accumulates).eps * math.sqrt(terms))
     if terms > 1 and magnitude > 0:
         step = torch.maximum(wide.abs() * shift, torch.tensor(magnitude * shift, dtype=wide.dtype))
         step = torch.where(torch.isfinite(wide), step, 0.0)  # inf - inf would make a NaN
         return (wide + sign * step).to(t.dtype)
-    return (wide * (1 + sign * shift)).to(t.dtype)
+    return sign.mul_(shift).add_(1).mul_(wide).to(t.dtype)  # wide * (1 + sign * shift)
 
 
 def _absorbs(result: torch.Tensor, magnitude: float) -> torch.Tensor:

@@ -18,6 +18,7 @@ from pytest_torchcompile.judging.judges import (
     Noise,
     Outcome,
     Reproduction,
+    RowSample,
     Verdict,
 )
 
@@ -55,6 +56,9 @@ class Evidence:
     def noise(self, name: str, e: Tensor, *, mirrored: bool) -> Noise | None:
         self.asked.append("mirrored" if mirrored else "noise")
         return None if mirrored else Noise(self.noisy, self.base if self.base is not None else e)
+
+    def noise_rows(self, name: str, e: Tensor, c: Tensor) -> RowSample | None:
+        return None  # the bound on re-runs is tested through parity.compare
 
     def spread_samples(self, name: str, e: Tensor) -> list[Tensor] | None:
         return self.samples

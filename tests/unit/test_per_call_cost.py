@@ -166,10 +166,12 @@ def test_a_plain_re_run_proves_a_kind_of_call_rebuilt_once_until_a_leaf_would_fa
     plain_re_runs: list[int] = []
     real = calls.Call.rerun
 
-    def counted(self: calls.Call, copier: Any, backward: bool, around: Any = calls.nothing) -> Any:
-        thunk = real(self, copier, backward, around)
-        if around is not calls.nothing or copier is not calls.clone_tree:
-            return thunk  # the reference and the noise runs
+    def counted(
+        self: calls.Call, copier: Any, backward: bool, around: Any = calls.nothing, rows: Any = None
+    ) -> Any:
+        thunk = real(self, copier, backward, around, rows)
+        if around is not calls.nothing or copier is not calls.clone_tree or rows is not None:
+            return thunk  # the reference, the noise runs and runs on a sample of rows
 
         def run() -> Any:
             plain_re_runs.append(1)
