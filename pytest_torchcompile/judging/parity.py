@@ -488,20 +488,22 @@ class _Reruns:
         if r is None:
             return None
         rtol, atol = self.options.tolerances(e.dtype)
-        rows, worst = samples.choose_rows(rules.reference_excess(e, c, r, rtol, atol), count)
+        slack = rules.reference_slack(e, r)
+        excess = rules.reference_excess(c, r, rtol, atol, slack)
+        rows, worst = samples.choose_rows(excess, count)
         spent = self.spent
         runs = {key: _Rerun(thunk) for key, thunk in self.on_rows(e.shape[0], rows).items()}
         if not runs:  # the leaf is not along the call's batch
             return None
         self._sampled += runs.values()
-        again = self.leaf(runs["plain"], name, e[rows.to(e.device)])
-        if again is None or not rules.identical(again, e[rows.to(e.device)]):
+        eager_rows = e[rows.to(e.device)]
+        again = self.leaf(runs["plain"], name, eager_rows)
+        if again is None or not rules.identical(again, eager_rows):
             return None
         text = samples.sample_text(
             rows.numel(), e.shape[0], worst, self.bound, spent, self.bound.estimate(plain)
         )
         evidence = _RowReruns(self.options, runs, r[rows.to(r.device)])
-        slack = rules.reference_slack(e, r)
         return RowSample(rows, evidence, slack, text)
 
     @property

@@ -299,11 +299,11 @@ def reference_slack(e: Tensor, r: Tensor) -> float:
     return REFERENCE_SLACK * distance(e, r).value + noise_floor(r, e.dtype)
 
 
-def reference_excess(e: Tensor, c: Tensor, r: Tensor, rtol: float, atol: float) -> Tensor:
-    """How far compiled is past what rule 1 allows it, element by element (float64, <= 0
-    where it is within; non-finite pairs count as 0)."""
+def reference_excess(c: Tensor, r: Tensor, rtol: float, atol: float, slack: float) -> Tensor:
+    """How far compiled is past what rule 1 allows it (`slack`: `reference_slack`), element
+    by element (float64, <= 0 where it is within; non-finite pairs count as 0)."""
     c64, r64 = c.detach().to(torch.float64), r.detach().to(torch.float64)
-    allowed = atol + rtol * r64.abs() + reference_slack(e, r)
+    allowed = atol + rtol * r64.abs() + slack
     excess = (c64 - r64).abs() - allowed
     return torch.where(excess.isfinite(), excess, 0.0)
 

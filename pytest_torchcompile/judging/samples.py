@@ -52,15 +52,16 @@ class Bound:
         """How many of `batch` rows the noise runs can take within what is left of the bound
         (`spent` so far; a plain re-run of the whole call took `plain_seconds`): `batch` where
         the full runs fit, else at least MIN_ROWS."""
-        runs = 2 * NOISE_COST + 1.3  # the sample and its mirror, and the noiseless base
+        full = self.estimate(plain_seconds)
         left = self.allowance - spent
-        if runs * plain_seconds <= left or batch <= 2 * MIN_ROWS:
+        if full <= left or batch <= 2 * MIN_ROWS:
             return batch
-        per_row = (runs + 1) * plain_seconds / batch  # and the plain run that shows the rows
+        per_row = (full + plain_seconds) / batch  # and the plain run that shows the rows
         return min(batch, max(MIN_ROWS, math.floor(max(left, 0.0) / per_row)))
 
     def estimate(self, plain_seconds: float) -> float:
-        """What the full noise runs would cost, by `NOISE_COST`."""
+        """What the full noise runs would cost, by `NOISE_COST`: the sample and its mirror,
+        and the noiseless base."""
         return (2 * NOISE_COST + 1.3) * plain_seconds
 
 

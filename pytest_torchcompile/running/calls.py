@@ -20,7 +20,7 @@ import torch
 
 from pytest_torchcompile import _compat
 from pytest_torchcompile.counting.costs import FAULT_RETRY, Costs
-from pytest_torchcompile.running import faults, pystate, randomness
+from pytest_torchcompile.running import faults, pystate, randomness, trees
 from pytest_torchcompile.running.compiled import CompiledSide
 from pytest_torchcompile.running.copier import clone_tree, shared_objects
 from pytest_torchcompile.running.rounding import RoundingNoise
@@ -107,8 +107,7 @@ class Call:
         rows: torch.Tensor | None = None,
     ) -> Callable[[], SideResult]:
         """A thunk running eager again on a fresh copy of the call as it was (`from_before`);
-        with `rows`, on those rows alone of every input whose first dimension is as long as
-        `rows_of` found (`on_rows`)."""
+        with `rows`, on those rows alone of every input along the call's batch (`on_rows`)."""
 
         def eager_again(
             module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -121,13 +120,12 @@ class Call:
 
         return self.from_before(copier, eager_again)
 
-    @property
+    @functools.cached_property
     def batch(self) -> int:
         """The length of the first dimension the call's tensor inputs share (0 where none
         has one): the dimension a sample of rows is taken along."""
-        sizes = {
-            t.shape[0] for t in _row_tensors(self.snapshot_of[1:]) if t.dim() and t.shape[0] > 1
-        }
+        inputs = trees.tensors(self.snapshot_of[1:])
+        sizes = {t.shape[0] for t in inputs if _cuttable(t) and t.shape[0] > 1}
         return sizes.pop() if len(sizes) == 1 else 0
 
     def on_rows(
@@ -193,22 +191,16 @@ class Call:
         }
 
 
-def _row_tensors(tree: Any) -> list[torch.Tensor]:
-    """The strided tensors directly in `tree`'s tuples, lists and dicts (not inside objects)."""
-    if isinstance(tree, torch.Tensor):
-        return [tree] if tree.layout == torch.strided and not tree.is_nested else []
-    if isinstance(tree, tuple | list):
-        return [t for item in tree for t in _row_tensors(item)]
-    if isinstance(tree, dict):
-        return [t for item in tree.values() for t in _row_tensors(item)]
-    return []
+def _cuttable(t: torch.Tensor) -> bool:
+    """Whether rows of `t` can be cut out (`index_select` along its first dimension)."""
+    return t.layout == torch.strided and not t.is_nested and t.dim() > 0
 
 
 def _on_rows(tree: Any, rows: torch.Tensor, batch: int) -> Any:
     """`tree` with each tensor whose first dimension has `batch` elements cut to `rows` (a new
     leaf, requiring grad as the input did), through tuples, lists and dicts."""
     if isinstance(tree, torch.Tensor):
-        if not _row_tensors(tree) or not tree.dim() or tree.shape[0] != batch:
+        if not _cuttable(tree) or tree.shape[0] != batch:
             return tree
         cut = tree.detach().index_select(0, rows.to(tree.device))
         return cut.requires_grad_(tree.requires_grad)

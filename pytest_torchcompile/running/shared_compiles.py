@@ -73,8 +73,8 @@ class SharedCompiles:
 def key_of(module: torch.nn.Module, settings_key: Hashable, structure: Hashable) -> Hashable | None:
     """What one shared compile of `module` stands for: the settings, its class and structure,
     whether inference mode is on (its parameters are copied under it), and its private
-    constants; None where
-    syncing cannot bring a module of this tree over completely (it is compiled per test)."""
+    constants; None where syncing cannot bring a module of this tree over completely (it is
+    compiled per test)."""
     private: list[tuple[str, str, Hashable]] = []
     for name, submodule in module.named_modules(remove_duplicate=False):
         for attr, value in vars(submodule).items():
