@@ -269,6 +269,7 @@ class Interceptor:
                 self.checker.check(replayed, args, kwargs)  # Dynamo traces the originals
         except RecompileLimitExceeded as limit:
             if self._budgeted():  # the user asked for recompiles to be held to a limit
+                self._per_class[call.name].add(signature)
                 self._diverged.add(signature)
                 self._diverge(number, call, limit, recorder, self._graphs_of(before))
             else:  # the program would run eagerly there: no parity shown, no divergence either
@@ -335,10 +336,11 @@ class Interceptor:
         self._diverged_kinds.add(call.kind)
         self.divergences.append(
             f"{call.kind} call {number} ({call.name}), differing at {where}:\n{failure}\n"
-            f"(the compiled side {_GRAPHS[kind]})"
+            f"(the compiled side {_graphs_text(kind, call.kind)})"
         )
         if self.checker.recorder is None:  # triage replays the first diverging call
             recorder.diverged()
+            recorder.from_session_graphs = kind != "compiled static"
             self.checker.recorder = recorder
 
     def _uncompared_output(self) -> str:
@@ -463,6 +465,14 @@ _GRAPHS = dict(
         strict=True,
     )
 )
+
+
+def _graphs_text(kind: str, call_kind: str) -> str:
+    """Which graphs the compiled side ran (CHECK_KINDS), in the words of a module or function."""
+    text = _GRAPHS[kind]
+    return (
+        text if call_kind == "module" else text.replace("this class and structure", "this function")
+    )
 
 
 def _paused(constructions: Constructions | None) -> AbstractContextManager[None]:

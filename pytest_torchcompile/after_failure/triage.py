@@ -141,8 +141,12 @@ def triage(
     candidates = _candidates(recorder)
     sequence, stage = candidates[-1], ""
     if bisect != "off":
-        sequence, stage = _bisect(candidates, settings, recorder.examples)
-    if bisect == "deep" and stage.endswith("TorchInductor diverges"):
+        sequence, stage, settings = _bisect(
+            candidates, _replay_settings(settings, recorder), recorder.examples
+        )
+    elif recorder.from_session_graphs:  # the repro replays the graphs' dynamic shapes unbisected
+        settings = _replay_settings(settings, recorder)[-1]
+    if bisect == "deep" and "TorchInductor diverges" in stage:
         stage += "\n" + _deep_bisect(sequence, settings, recorder.examples)
     bisect_time_s = time.perf_counter() - started
     shutil.rmtree(directory, ignore_errors=True)
@@ -166,27 +170,57 @@ def triage(
     )
 
 
+def _replay_settings(settings: Settings, recorder: Recorder) -> list[Settings]:
+    """The settings a replay tries, in order: the test's; then, where the divergence came from
+    graphs an earlier call of the session left (a fresh replay compiles static ones), the same
+    with dynamic shapes (`dynamic=true`: every input size symbolic, as automatic dynamic shapes
+    made the sizes that changed)."""
+    if not recorder.from_session_graphs or settings.dynamic == "true":
+        return [settings]
+    return [settings, replace(settings, dynamic="true")]
+
+
+_DYNAMIC_REPLAY = (
+    " (replayed with dynamic=true: the divergence came from graphs an earlier call of the "
+    "session left, which a replay with the test's settings compiles afresh with static shapes)"
+)
+
+
 def _bisect(
-    candidates: list[list[Call]], settings: Settings, examples: bool
-) -> tuple[list[Call], str]:
-    """The shortest candidate the configured backend still fails on, and the stage line."""
-    for sequence in candidates:
-        if replay(sequence, settings, examples=examples) is not None:
-            break
-    else:
-        count = len(candidates[-1])
-        return candidates[-1], (
-            f"stage: not found: replaying the test's {count} checker call(s) with "
-            f"backend={settings.backend} agreed with eager, so the failure depends on something "
-            "the replay does not rebuild (state changed between checks, or other tests)"
+    candidates: list[list[Call]], tried: list[Settings], examples: bool
+) -> tuple[list[Call], str, Settings]:
+    """The shortest candidate the configured backend still fails on (under the first of the
+    `tried` settings that fails at all), the stage line, and those settings."""
+    found = next(
+        (
+            (sequence, settings)
+            for settings in tried
+            for sequence in candidates
+            if replay(sequence, settings, examples=examples) is not None
+        ),
+        None,
+    )
+    if found is None:
+        count, backend = len(candidates[-1]), tried[0].backend
+        shapes = " (with the test's settings and with dynamic=true)" if len(tried) > 1 else ""
+        return (
+            candidates[-1],
+            (
+                f"stage: not found: replaying the test's {count} checker call(s) with "
+                f"backend={backend}{shapes} agreed with eager, so the failure depends on something "
+                "the replay does not rebuild (state changed between checks, or other tests)"
+            ),
+            tried[0],
         )
+    sequence, settings = found
+    how = _DYNAMIC_REPLAY if settings is not tried[0] else ""
     results: list[tuple[str, bool]] = []
     for backend in stage_backends(settings.backend)[:-1]:
         diverged = replay(sequence, stage_settings(settings, backend), examples=examples)
         results.append((backend, diverged is not None))
         if diverged is not None:
-            return sequence, stage_line(results)
-    return sequence, stage_line([*results, (settings.backend, True)])
+            return sequence, stage_line(results) + how, settings
+    return sequence, stage_line([*results, (settings.backend, True)]) + how, settings
 
 
 def _deep_bisect(sequence: list[Call], settings: Settings, examples: bool) -> str:

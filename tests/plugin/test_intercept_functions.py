@@ -245,25 +245,33 @@ def test_torchscript_compiles_the_original_function(suite):
     _run(suite, "--compile-backend=aot_eager", "test_script.py").assert_outcomes(passed=1)
 
 
-@pytest.mark.skipif(
+needs_regions = pytest.mark.skipif(
     not SharedCompiles.available(),
     reason="this torch has no isolate_recompiles: each test compiles afresh",
 )
-def test_a_function_is_compiled_once_for_the_session(pytester):
+
+
+def _sizes_suite(pytester: pytest.Pytester, sizes: list[int]) -> None:
+    """One test per size, each calling `outer` once on a tensor of that size."""
     pytester.makepyfile(
         **{
             "fnlib/__init__.py": "",
             "fnlib/ops.py": LIBRARY,
-            "test_suite": """
+            "test_suite": f"""
 import pytest, torch
 from fnlib.ops import outer
 
-@pytest.mark.parametrize("n", [2, 3, 5])
+@pytest.mark.parametrize("n", {sizes})
 def test_sizes(n):
     assert outer(torch.ones(n)).shape == (n,)
 """,
         }
     )
+
+
+@needs_regions
+def test_a_function_is_compiled_once_for_the_session(pytester):
+    _sizes_suite(pytester, [2, 3, 5])
     result = _run(pytester, "--compile-backend=aot_eager", "--compile-report=r.json")
     result.assert_outcomes(passed=3)
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
@@ -273,3 +281,19 @@ def test_sizes(n):
         {"compiled dynamic": 1},
         {"reused a compile": 1},
     ]
+
+
+@needs_regions
+def test_a_function_divergence_on_a_reused_graph_names_the_function_not_a_class(pytester):
+    _sizes_suite(pytester, [16, 32, 5])
+    # 16 compiles a static graph, 32 a dynamic one (both right: numel a multiple of 16); 5 reuses
+    # the dynamic graph, whose remainder loop is wrong
+    result = _run(pytester, "--compile-backend=planted:wrong_tail_unless_multiple_of_16")
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*(the compiled side reused graphs compiled for an earlier call of this function in "
+            "the session (--compile-parity-fresh compiles each test afresh))"
+        ]
+    )
+    result.stdout.no_fnmatch_line("*this class*")

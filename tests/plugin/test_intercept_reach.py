@@ -242,3 +242,32 @@ def test_what_the_replay_cannot_show_or_must_not_change(pytester: pytest.Pyteste
     result.stdout.fnmatch_lines(
         ["*test_effects.Many: the compiled side would run eagerly: RecompileLimitExceeded*"]
     )
+
+
+def test_a_recompile_limit_under_a_budget_is_a_divergence_that_counts_toward_the_cap(
+    pytester: pytest.Pytester,
+) -> None:
+    pytester.makepyfile(
+        test_effects=SIDE_EFFECTS
+        + """
+def test_two_sizes():
+    Many()(torch.ones(2))
+    Many()(torch.ones(3, 2))
+"""
+    )
+    result = _run(
+        pytester,
+        "--compile-backend=aot_eager",
+        "--compile-max-recompiles=100",
+        "--compile-parity-signatures=1",
+        "-k",
+        "two_sizes",
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*1 intercepted module call(s) diverged*",
+            "*test_effects.Many: the cap on input signatures per module class or function is "
+            "reached: 1 input signatures of it checked*",
+        ]
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -80,6 +81,31 @@ def test_two_sizes():
             "structure in the session*",
         ]
     )
+
+
+@needs_regions
+def test_triage_replays_a_divergence_of_a_session_dynamic_graph_with_dynamic_shapes(pytester):
+    """The test's one call ran the dynamic graph test_net[2]'s size and its own made: a fresh
+    replay would compile it static (and agree), so triage replays it with dynamic=true."""
+    pytester.makepyfile(
+        test_suite=SUITE
+        + """
+def test_one_size():
+    assert Net()(torch.randn(7, 4)).shape == (7,)
+"""
+    )
+    result = _run(pytester, "--compile-backend=planted:wrong_for_dynamic_shapes", "-k", "2 or one")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*(the compiled side ran graphs compiled for this call, with dynamic shapes)",
+            "*stage: Dynamo OK, AOTAutograd OK, decompositions OK -> "
+            "planted:wrong_for_dynamic_shapes diverges (replayed with dynamic=true: *",
+        ]
+    )
+    report = json.loads((pytester.path / "r.json").read_text())
+    repro = Path(report["tests"]["test_suite.py::test_one_size"]["repro"])
+    assert "'dynamic': 'true'" in repro.read_text()
 
 
 def test_fresh_compiles_every_test_afresh(pytester):
