@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sysconfig
 
@@ -24,4 +25,11 @@ INSTALLED = _dirs(sysconfig.get_paths()["purelib"], os.path.dirname(__file__))
 
 
 def is_under(filename: str, dirs: tuple[str, ...]) -> bool:
-    return os.path.realpath(filename).startswith(dirs)
+    return _real(filename).startswith(dirs)
+
+
+@functools.lru_cache(maxsize=4096)
+def _real(filename: str) -> str:
+    """A source file's real path, resolved once: the walks over a callable's code ask for the
+    same few files thousands of times in a test (a realpath is a system call per component)."""
+    return os.path.realpath(filename)

@@ -212,7 +212,7 @@ class Checker:
                     **call.reruns(self.settings.compares_backward),
                     rebuilt=kind in self._rebuilt,
                     on_rows=call.on_rows(self.settings.compares_backward),
-                    eager_seconds=call.eager_seconds,
+                    eager_time=call.eager_time,
                 )
             if report.rebuilt and kind is not None:
                 self._rebuilt.add(kind)

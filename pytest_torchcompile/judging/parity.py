@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import time
 import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -42,7 +41,7 @@ from pytest_torchcompile.judging.closeness import (
 )
 from pytest_torchcompile.judging.judges import Noise, Reproduction, RowSample, Verdict
 from pytest_torchcompile.running import trees
-from pytest_torchcompile.running.sides import SideResult
+from pytest_torchcompile.running.sides import SideResult, Stopwatch
 from pytest_torchcompile.running.snapshot import Unfaithful
 
 RowRuns = Callable[[int, Tensor], dict[str, Callable[[], SideResult]]]
@@ -176,7 +175,7 @@ def compare(
     control: Callable[[], SideResult] | None = None,
     rebuilt: bool = False,
     on_rows: RowRuns | None = None,
-    eager_seconds: float | None = None,
+    eager_time: Stopwatch | None = None,
 ) -> ParityReport:
     """Compare the compiled side against eager, leaf by leaf.
 
@@ -188,7 +187,7 @@ def compare(
     (eager_again; and control: the call through the compiled side's own path with no compiler,
     which tells the checker's own differences from the compiler's). With `rebuilt` (a plain
     re-run reproduced this kind of call before), eager is taken as reproduced for the rules
-    until a leaf would fail: only then is it re-run. With `eager_seconds` (eager's run of the
+    until a leaf would fail: only then is it re-run. With `eager_time` (eager's run of the
     call) and `on_rows` (the same re-runs on a sample of the call's rows), the re-runs are
     bounded (`samples.Bound`): a leaf whose noise runs would pass the bound is judged on a
     sample of its rows.
@@ -203,7 +202,7 @@ def compare(
         control=control,
         rebuilt=rebuilt,
         on_rows=on_rows,
-        bound=None if eager_seconds is None else samples.Bound(eager_seconds),
+        eager_time=eager_time,
     )
     return _Comparer(options, reruns).compare(eager, compiled)
 
@@ -233,7 +232,7 @@ class _Rerun:
         self._thunk = thunk
         self._result: SideResult | None = None
         self._index: dict[str, Any] = {}
-        self.seconds = 0.0  # what running it took, once it ran
+        self._watch = Stopwatch()
 
     @property
     def given(self) -> bool:
@@ -243,15 +242,19 @@ class _Rerun:
     def ran(self) -> bool:
         return self._result is not None
 
+    @property
+    def seconds(self) -> float:
+        """What running it took (on a GPU, until the device finished it); 0 before it ran."""
+        return self._watch.seconds if self.ran else 0.0
+
     def result(self) -> SideResult:
         if self._result is None:
             assert self._thunk is not None
-            started = time.perf_counter()
-            try:
-                self._result = self._thunk()
-            except Exception as exc:  # the re-run itself failed: report it, never crash the check
-                self._result = SideResult(None, exc, {}, {})
-            self.seconds = time.perf_counter() - started
+            with self._watch.timing():
+                try:
+                    self._result = self._thunk()
+                except Exception as exc:  # the re-run failed: report it, never crash the check
+                    self._result = SideResult(None, exc, {}, {})
             self._index = _index(self._result)
         return self._result
 
@@ -375,11 +378,12 @@ class _Reruns:
         control: Callable[[], SideResult] | None = None,
         rebuilt: bool = False,
         on_rows: RowRuns | None = None,
-        bound: samples.Bound | None = None,
+        eager_time: Stopwatch | None = None,
     ) -> None:
         self.options = options
         self.on_rows = on_rows
-        self.bound = bound
+        self._eager_time = eager_time
+        self._bound: samples.Bound | None = None
         self._sampled: list[_Rerun] = []  # re-runs on samples of rows, counted in the bound
         self.assumed = rebuilt  # a plain re-run rebuilt this call's kind before: not run again
         self.reproduced: bool | None = None  # whether every leaf asked about was reproduced
@@ -476,12 +480,13 @@ class _Reruns:
         rows to judge, and the evidence of the call re-run on them alone. None where the full
         runs fit, were run already, or no sample of rows can stand for the leaf (it is not
         along the call's batch, or the rows do not re-run alone as they ran in the call)."""
-        if self.bound is None or self.on_rows is None or self.perturbed.ran:
+        if self._eager_time is None or self.on_rows is None or self.perturbed.ran:
             return None
         if e.dim() == 0 or not e.is_floating_point() or not self.reference_run.given:
             return None
-        plain = self.eager_again.seconds or self.bound.eager_seconds
-        count = self.bound.rows(e.shape[0], self.spent, plain)
+        bound = self.bound
+        plain = self.eager_again.seconds or bound.eager_seconds
+        count = bound.rows(e.shape[0], self.spent, plain)
         if count >= e.shape[0]:
             return None
         r, _ = self.reference(name, e)
@@ -501,10 +506,18 @@ class _Reruns:
         if again is None or not rules.identical(again, eager_rows):
             return None
         text = samples.sample_text(
-            rows.numel(), e.shape[0], worst, self.bound, spent, self.bound.estimate(plain)
+            rows.numel(), e.shape[0], worst, bound, spent, bound.estimate(plain)
         )
         evidence = _RowReruns(self.options, runs, r[rows.to(r.device)])
         return RowSample(rows, evidence, slack, text)
+
+    @property
+    def bound(self) -> samples.Bound:
+        """The call's re-run bound, from its eager side's time (read once, when first asked)."""
+        if self._bound is None:
+            assert self._eager_time is not None
+            self._bound = samples.Bound(self._eager_time.seconds)
+        return self._bound
 
     @property
     def spent(self) -> float:

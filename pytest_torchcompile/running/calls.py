@@ -11,7 +11,6 @@ them.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +28,7 @@ from pytest_torchcompile.running.sides import (
     RngState,
     Side,
     SideResult,
+    Stopwatch,
     differentiable_outputs,
     nothing,
     run_side,
@@ -68,7 +68,7 @@ class Call:
     switches: _compat.ProcessSwitches  # the process-wide state the user had set
     side: CompiledSide  # the compiled side's path, which the control takes with no compiler
     costs: Costs  # the test's: re-runs are timed as such
-    eager_seconds: float  # eager's run of this call, which bounds what its re-runs may cost
+    eager_time: Stopwatch  # eager's run of this call, which bounds what its re-runs may cost
 
     def from_before(
         self, copier: Callable[[Any, dict[int, Any]], Any], run: Callable[..., SideResult]
@@ -299,10 +299,9 @@ class CallRunner:
         shared.restore(before)  # the eager run starts from the state the compiled one did
         switches.restore()  # and under the process-wide state the user set, not torch.compile's
         eager_side = Side(fn, module, args, dict(kwargs))
-        started = time.perf_counter()
-        with self.costs.timing("eager side"):
+        eager_time = Stopwatch()
+        with self.costs.timing("eager side"), eager_time.timing():
             eager = run_side(eager_side, self.settings.compares_backward, nothing, wait=False)
-        eager_seconds = time.perf_counter() - started
         lacking = pristine.lacks(watch, state_left(eager, eager_side))
         with_containers(eager, shared)
         return Call(
@@ -319,7 +318,7 @@ class CallRunner:
             switches,
             self.compiled,
             self.costs,
-            eager_seconds,
+            eager_time,
         )
 
     def _shared_containers(self, fn: Callable[..., Any]) -> pystate.SharedContainers:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import sys
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -215,10 +216,53 @@ def _owned(output: Any) -> Any:
     return output
 
 
+def _cuda_in_use() -> bool:
+    return torch.cuda.is_available() and torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
+
+
 def synchronize() -> None:
     """Wait for queued CUDA work, so results and timings are final before they are read."""
-    if torch.cuda.is_available() and torch.cuda.is_initialized():  # type: ignore[no-untyped-call]
+    if _cuda_in_use():
         torch.cuda.synchronize()
+
+
+class Stopwatch:
+    """How long a block took: its host time and, where CUDA is in use, the device's time from
+    the block's start to its end on the current stream, read when asked. The sides do not wait
+    for the device, so their host time alone is only the time it took to queue their work."""
+
+    def __init__(self) -> None:
+        self._host = 0.0
+        self._events: tuple[torch.cuda.Event, torch.cuda.Event] | None = None
+
+    @contextmanager
+    def timing(self) -> Iterator[None]:
+        events = None
+        if _cuda_in_use():
+            events = (_timing_event(), _timing_event())
+            events[0].record()
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self._host = time.perf_counter() - started
+            if events is not None:
+                events[1].record()
+                self._events = events
+
+    @property
+    def seconds(self) -> float:
+        """The longer of the host's and the device's time (this waits for the device to reach
+        the block's end)."""
+        if self._events is None:
+            return self._host
+        start, end = self._events
+        end.synchronize()
+        return max(self._host, float(start.elapsed_time(end)) / 1000.0)
+
+
+def _timing_event() -> torch.cuda.Event:
+    return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
 
 
 def device_failure(

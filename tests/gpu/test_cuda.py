@@ -201,3 +201,23 @@ def test_a_small_leaf_the_rules_judge_gets_the_same_verdict_and_message_on_cuda(
     assert on_cpu.ok == on_cuda.ok == (not wrong)
     assert on_cpu.failure_message() == on_cuda.failure_message()
     assert [leaf.note for leaf in on_cpu.leaves] == [leaf.note for leaf in on_cuda.leaves]
+
+
+def test_the_stopwatch_counts_the_devices_time_not_only_the_time_it_took_to_queue_the_work():
+    """The sides do not wait for the device; the re-run bound is measured from their time."""
+    import time
+
+    from pytest_torchcompile.running.sides import Stopwatch
+
+    a = torch.randn(8192, 8192, device="cuda")
+    torch.cuda.synchronize()
+    watch = Stopwatch()
+    started = time.perf_counter()
+    with watch.timing():
+        for _ in range(40):
+            a = torch.tanh(a @ a)
+    queued = time.perf_counter() - started
+    torch.cuda.synchronize()
+    finished = time.perf_counter() - started
+    assert finished > 4 * queued  # the work really ran after the block had queued it
+    assert 0.8 * finished <= watch.seconds <= finished

@@ -199,3 +199,14 @@ def test_a_plain_re_run_proves_a_kind_of_call_rebuilt_once_until_a_leaf_would_fa
     # A leaf that would fail: judged with a plain re-run again, and with the few more that look
     # for nondeterminism before a leaf fails.
     assert len(plain_re_runs) == 2 + parity.LATE_SAMPLES
+
+
+def test_the_stopwatch_without_a_device_is_the_hosts_time():
+    import time
+
+    from pytest_torchcompile.running.sides import Stopwatch
+
+    watch = Stopwatch()
+    with watch.timing():
+        time.sleep(0.05)
+    assert 0.05 <= watch.seconds < 1.0
