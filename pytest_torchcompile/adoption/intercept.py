@@ -60,7 +60,7 @@ from pytest_torchcompile.running.selection import (
 from pytest_torchcompile.running.shared_compiles import SharedCompiles
 from pytest_torchcompile.running.sides import RngState
 from pytest_torchcompile.running.snapshot import sync_module
-from pytest_torchcompile.settings import Settings
+from pytest_torchcompile.settings import CONTROL_BACKEND, Settings
 
 _REASON_LIMIT = 200  # characters of an exception kept in a skip reason
 
@@ -318,7 +318,10 @@ class Interceptor:
         return stack
 
     def _graphs_of(self, before: Mark) -> str:
-        """Count the check by the graphs compiled for it since `before`; its kind (CHECK_KINDS)."""
+        """Count the check by the graphs compiled for it since `before`; its kind (CHECK_KINDS),
+        or NO_COMPILER where the backend compiles nothing (`none`), uncounted."""
+        if self.checker.settings.backend == CONTROL_BACKEND:
+            return NO_COMPILER
         return self.checker.costs.check_compiled(self.checker.accountant.graphs_since(before))
 
     def _diverge(
@@ -467,8 +470,13 @@ _GRAPHS = dict(
 )
 
 
+NO_COMPILER = "no compiler"
+
+
 def _graphs_text(kind: str, call_kind: str) -> str:
     """Which graphs the compiled side ran (CHECK_KINDS), in the words of a module or function."""
+    if kind == NO_COMPILER:
+        return f"ran with no compiler (--compile-backend={CONTROL_BACKEND})"
     text = _GRAPHS[kind]
     return (
         text if call_kind == "module" else text.replace("this class and structure", "this function")

@@ -108,6 +108,14 @@ def test_one_size():
     assert "'dynamic': 'true'" in repro.read_text()
 
 
+def test_the_none_backend_counts_no_check_as_compiled_or_reused(pytester):
+    pytester.makepyfile(test_suite=SUITE)
+    result = _run(pytester, "--compile-backend=none")
+    result.assert_outcomes(passed=3)
+    assert _checks(pytester) == {f"test_net[{batch}]": {} for batch in (2, 3, 5)}
+    result.stdout.no_fnmatch_line("*intercepted checks*")
+
+
 def test_fresh_compiles_every_test_afresh(pytester):
     pytester.makepyfile(test_suite=SUITE)
     result = _run(
