@@ -431,10 +431,12 @@ class Accountant:
             rerecords=len(self._cudagraphs.rerecords),
         )
 
-    def rollback(self, mark: Mark) -> None:
+    def rollback(self, mark: Mark) -> float:
         """Forget everything counted since `mark`: a compiled run the checker retries (in a
-        fresh cache, after a fault of the environment) is counted once, as its retry."""
+        fresh cache, after a fault of the environment) is counted once, as its retry. Returns
+        the compile seconds forgotten."""
         compiles = self._compiles
+        forgotten = compiles.compile_time_s - mark.compile_time_s
         del self._graphs[mark.graphs :]
         del self._exports[mark.exports :]
         compiles.breaks = dict(list(compiles.breaks.items())[: mark.breaks])
@@ -444,6 +446,7 @@ class Accountant:
         compiles.frame_compiles = mark.frame_compiles
         self._captured = set(mark.captured)
         del self._cudagraphs.rerecords[mark.rerecords :]
+        return forgotten
 
     def excuse_last_call(self) -> None:
         """Forget the eager fallbacks of the last observed call: it raised just as eager did.

@@ -309,7 +309,8 @@ def _time_spent(records: list[ParityRecord], slowest: int) -> list[str]:
     total = costs.totals([r["costs"] for r in costed if "costs" in r])
     lines = [
         f"where the checking time went ({len(costed)} test(s); compile is what your own "
-        f"torch.compile pays too): {costs.line(total).removeprefix('time: ')}"
+        "torch.compile pays too, and the compiles the checker added): "
+        f"{costs.line(total).removeprefix('time: ')}"
     ]
     ranked = sorted(costed, key=lambda r: (-sum(r["costs"]["seconds"].values()), r["nodeid"]))
     if slowest > 0:

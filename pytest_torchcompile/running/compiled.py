@@ -372,8 +372,9 @@ class CompiledSide:
         return copied
 
     def forget_last_run(self) -> None:
-        """Drop what the last `run` added to the counts: the checker runs it again."""
-        self.accountant.rollback(self._before_last_run)
+        """Drop what the last `run` added to the counts: the checker runs it again. Its
+        compiling still cost time, which the breakdown keeps under compile."""
+        self.costs.compiled_uncounted(self.accountant.rollback(self._before_last_run))
 
     def _side(
         self,
@@ -447,7 +448,9 @@ class CompiledSide:
         mark_inputs((user_args, user_kwargs), self.settings.dim_marks, (args, kwargs))
         side = self._side(as_user.compiled, as_user.module_copy, user_args, user_kwargs)
         around = _compat.compiler_warnings_dropped
-        result = run_side(side, self.settings.compares_backward, around, wait=False)
+        with _compat.dynamo_records() as records:  # uncounted, but its compiling costs time
+            result = run_side(side, self.settings.compares_backward, around, wait=False)
+        self.costs.compiled_uncounted(sum(event.duration_s for event in records.compiles))
         if result.exception is not None and _compat.is_recompile_limit_error(result.exception):
             return None
         return result

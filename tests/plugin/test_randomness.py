@@ -135,3 +135,35 @@ def test_only_callables_that_draw_compile_twice(pytester, program, compiles):
         """
     )
     pytester.runpytest(f"--compile-backend={name}:counting").assert_outcomes(passed=1)
+
+
+def test_the_compile_as_you_compile_it_is_timed_as_compiling_not_as_the_compiled_sides_run(
+    pytester,
+):
+    import json
+
+    from pytest_torchcompile.counting.costs import AS_USER
+
+    pytester.makepyfile(
+        test_drop="""
+        import pytest, torch
+
+        @pytest.mark.compile_parity
+        def test_dropout(compile_parity):
+            compile_parity(lambda x: torch.nn.functional.dropout(x, 0.5) * 2, torch.randn(64))
+        """
+    )
+    result = pytester.runpytest(
+        "--compile-backend=planted:slow_compile",
+        "--compile-report=r.json",
+        "-p",
+        "no:cacheprovider",
+    )
+    result.assert_outcomes(passed=1)
+    costs = json.loads((pytester.path / "r.json").read_text())["tests"][
+        "test_drop.py::test_dropout"
+    ]
+    assert costs["costs"]["added_compiles"] == {AS_USER: 1}
+    seconds = costs["costs"]["seconds"]
+    assert seconds["compile"] >= 0.6  # its compile and the one as you compile it, 0.3 s each
+    assert seconds["compiled side"] < 0.3

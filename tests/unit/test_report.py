@@ -468,7 +468,7 @@ def test_where_the_checking_time_went_is_in_the_section_the_summary_and_the_json
     lines = summary_lines([fast, slow], slowest=1)
     assert lines[-3] == (
         "where the checking time went (2 test(s); compile is what your own torch.compile pays "
-        "too): compile 1.75s, compiled side 1.00s, eager side 0.00s, comparing 0.00s, re-runs "
+        "too, and the compiles the checker added): compile 1.75s, compiled side 1.00s, eager side 0.00s, comparing 0.00s, re-runs "
         f"4.00s, triage 3.00s; compiles the checker added: 1 {costs.AS_USER}"
     )
     assert lines[-2:] == [
