@@ -343,7 +343,7 @@ class Interceptor:
         )
         if self.checker.recorder is None:  # triage replays the first diverging call
             recorder.diverged()
-            recorder.from_session_graphs = kind != "compiled static"
+            recorder.session_graphs = kind if kind in CHECK_KINDS[1:] else ""
             self.checker.recorder = recorder
 
     def _uncompared_output(self) -> str:

@@ -25,6 +25,7 @@ from pathlib import Path
 from pytest_torchcompile import _compat
 from pytest_torchcompile.after_failure.replay import replay
 from pytest_torchcompile.after_failure.repro import run_repro, write_repro
+from pytest_torchcompile.counting.costs import CHECK_KINDS
 from pytest_torchcompile.running.recorder import Call, Recorder
 from pytest_torchcompile.settings import Settings
 
@@ -144,7 +145,7 @@ def triage(
         sequence, stage, settings = _bisect(
             candidates, _replay_settings(settings, recorder), recorder.examples
         )
-    elif recorder.from_session_graphs:  # the repro replays the graphs' dynamic shapes unbisected
+    elif recorder.session_graphs == CHECK_KINDS[1]:  # unbisected: the graphs were dynamic
         settings = _replay_settings(settings, recorder)[-1]
     if bisect == "deep" and "TorchInductor diverges" in stage:
         stage += "\n" + _deep_bisect(sequence, settings, recorder.examples)
@@ -175,7 +176,7 @@ def _replay_settings(settings: Settings, recorder: Recorder) -> list[Settings]:
     graphs an earlier call of the session left (a fresh replay compiles static ones), the same
     with dynamic shapes (`dynamic=true`: every input size symbolic, as automatic dynamic shapes
     made the sizes that changed)."""
-    if not recorder.from_session_graphs or settings.dynamic == "true":
+    if not recorder.session_graphs or settings.dynamic == "true":
         return [settings]
     return [settings, replace(settings, dynamic="true")]
 

@@ -47,10 +47,11 @@ class Recorder:
         self._modules: dict[int, tuple[torch.nn.Module, torch.nn.Module]] = {}
         self._example_context: object | None = None  # kept, so its id is not reused
         self._example = 0
-        # The divergence came from graphs an earlier call of the session left (a dynamic graph
-        # automatic dynamic shapes made, or a reused one): a fresh replay compiles static
-        # graphs, so triage also replays with dynamic shapes.
-        self.from_session_graphs = False
+        # Where the divergence came from graphs an earlier call left: "compiled dynamic" (for
+        # this call, with the sizes automatic dynamic shapes made symbolic) or "reused a
+        # compile"; "" otherwise. A fresh replay compiles static graphs, so triage also
+        # replays with dynamic shapes.
+        self.session_graphs = ""
 
     def record(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]

@@ -106,6 +106,18 @@ def test_one_size():
     report = json.loads((pytester.path / "r.json").read_text())
     repro = Path(report["tests"]["test_suite.py::test_one_size"]["repro"])
     assert "'dynamic': 'true'" in repro.read_text()
+    # without the bisect's replays, the repro takes the dynamic shapes its graphs had
+    result = _run(
+        pytester,
+        "--compile-backend=planted:wrong_for_dynamic_shapes",
+        "-k",
+        "2 or one",
+        "--compile-bisect=off",
+    )
+    result.assert_outcomes(passed=1, failed=1)
+    report = json.loads((pytester.path / "r.json").read_text())
+    repro = Path(report["tests"]["test_suite.py::test_one_size"]["repro"])
+    assert "'dynamic': 'true'" in repro.read_text()
 
 
 def test_the_none_backend_counts_no_check_as_compiled_or_reused(pytester):
