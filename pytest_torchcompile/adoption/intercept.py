@@ -456,31 +456,29 @@ class _ModuleCopies:
 
 
 CAPPED = "the cap on input signatures per module class or function is reached"
-_GRAPHS = dict(
-    zip(
-        CHECK_KINDS,
-        (
-            "ran graphs compiled for this call, with static shapes",
-            "ran graphs compiled for this call, with dynamic shapes",
-            "reused graphs compiled for an earlier call of this class and structure in the "
-            "session (--compile-parity-fresh compiles each test afresh)",
-        ),
-        strict=True,
-    )
-)
-
-
 NO_COMPILER = "no compiler"
+_GRAPHS = {
+    **dict(
+        zip(
+            CHECK_KINDS,
+            (
+                "ran graphs compiled for this call, with static shapes",
+                "ran graphs compiled for this call, with dynamic shapes",
+                "reused graphs compiled for an earlier call of {owner} in the session "
+                "(--compile-parity-fresh compiles each test afresh)",
+            ),
+            strict=True,
+        )
+    ),
+    NO_COMPILER: f"ran with no compiler (--compile-backend={CONTROL_BACKEND})",
+}
+_OWNERS = {"module": "this class and structure", "function": "this function"}
 
 
 def _graphs_text(kind: str, call_kind: str) -> str:
-    """Which graphs the compiled side ran (CHECK_KINDS), in the words of a module or function."""
-    if kind == NO_COMPILER:
-        return f"ran with no compiler (--compile-backend={CONTROL_BACKEND})"
-    text = _GRAPHS[kind]
-    return (
-        text if call_kind == "module" else text.replace("this class and structure", "this function")
-    )
+    """Which graphs the compiled side ran (CHECK_KINDS, or NO_COMPILER), in the words of a
+    module or function call."""
+    return _GRAPHS[kind].format(owner=_OWNERS[call_kind])
 
 
 def _paused(constructions: Constructions | None) -> AbstractContextManager[None]:

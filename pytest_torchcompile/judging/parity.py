@@ -383,7 +383,6 @@ class _Reruns:
         self.options = options
         self.on_rows = on_rows
         self._eager_time = eager_time
-        self._bound: samples.Bound | None = None
         self._sampled: list[_Rerun] = []  # re-runs on samples of rows, counted in the bound
         self.assumed = rebuilt  # a plain re-run rebuilt this call's kind before: not run again
         self.reproduced: bool | None = None  # whether every leaf asked about was reproduced
@@ -511,13 +510,11 @@ class _Reruns:
         evidence = _RowReruns(self.options, runs, r[rows.to(r.device)])
         return RowSample(rows, evidence, slack, text)
 
-    @property
+    @functools.cached_property
     def bound(self) -> samples.Bound:
         """The call's re-run bound, from its eager side's time (read once, when first asked)."""
-        if self._bound is None:
-            assert self._eager_time is not None
-            self._bound = samples.Bound(self._eager_time.seconds)
-        return self._bound
+        assert self._eager_time is not None
+        return samples.Bound(self._eager_time.seconds)
 
     @property
     def spent(self) -> float:
