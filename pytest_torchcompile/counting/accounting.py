@@ -563,7 +563,7 @@ def _path(filename: str) -> str:
 
 
 def _is_user_file(filename: str) -> bool:
-    return not _paths.is_under(filename, _paths.TORCH_AND_STDLIB)
+    return _paths.is_user_file(filename)
 
 
 def _module_label(cls: type[torch.nn.Module]) -> str:
