@@ -6,13 +6,11 @@ wrapping the result), so a call of one of their models never reaches `nn.Module.
 `nn.Module`'s, and wraps them all; `suspended()` puts the originals back while a replay runs, so
 Dynamo traces nested calls as it would without the plugin. `Constructions` records the module
 classes a test constructs, so the coverage table can name those no check reached: through
-`nn.Module.__init__`, and through the own `__init__` of each class outside torch, which may never
-call `super().__init__()` (a wrapper that takes over another module's state).
+`nn.Module.__new__`, which every construction passes, `super().__init__()` or not.
 """
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -112,20 +110,16 @@ class CallSites(Patches):
 class Constructions:
     """The module classes a test constructs while active (each instance once, by its class).
 
-    Paused while the checker runs: the modules torch.compile builds (graph modules, the
-    compiled wrapper) are the checker's, not the test's. A class defined outside torch is seen
-    through its own `__init__` too, so one that skips `super().__init__()` is not missed (unless
-    it is defined while the test runs, after the wrappers went in).
+    Seen through `nn.Module.__new__`: it runs before any `__init__` (a class that skips
+    `super().__init__()` is seen too) and has returned when `__init__` runs, so no frame is
+    added to what an `__init__` sees of its caller (torch_geometric's `Sequential` reads the
+    caller's module from `inspect.stack()`). Paused while the checker runs: the modules
+    torch.compile builds (graph modules, the compiled wrapper) are the checker's, not the test's.
     """
 
     def __init__(self) -> None:
         self.classes: set[str] = set()
-        self._original: Callable[..., Any] | None = None
-        self._wrapper: Callable[..., Any] | None = None
-        # class -> (its own __init__, our wrapper), for classes outside torch
-        self._own: dict[type, tuple[Callable[..., Any], Callable[..., Any]]] = {}
         self._paused = False
-        self._active = False
 
     @contextmanager
     def paused(self) -> Iterator[None]:
@@ -136,38 +130,37 @@ class Constructions:
             self._paused = paused
 
     def __enter__(self) -> Constructions:
-        self._original = torch.nn.Module.__init__
-        self._wrapper = self._recording(self._original)
-        self._active = True
-        type.__setattr__(torch.nn.Module, "__init__", self._wrapper)
-        for cls in _subclasses_outside_torch():
-            own = cls.__dict__.get("__init__")
-            if own is not None and callable(own):
-                self._own[cls] = (own, self._recording(own))
-                type.__setattr__(cls, "__init__", self._own[cls][1])
+        _install_new()
+        _active.append(self)
         return self
 
-    def _recording(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """`original` (an `__init__`), noting the class of each module it initializes."""
-
-        @functools.wraps(original)
-        def __init__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> None:
-            if self._active and not self._paused and _a_model(type(module)):
-                self.classes.add(qualified_name(type(module)))
-            original(module, *args, **kwargs)
-
-        return __init__
-
     def __exit__(self, *exc: object) -> None:
-        # Dynamo's first compile wraps Module.__init__ in its own (generation tagging) and keeps
-        # ours inside: then ours stays, passing straight through.
-        self._active = False
-        if torch.nn.Module.__dict__.get("__init__") is self._wrapper:
-            type.__setattr__(torch.nn.Module, "__init__", self._original)
-        for cls, (own, wrapper) in self._own.items():
-            if cls.__dict__.get("__init__") is wrapper:
-                type.__setattr__(cls, "__init__", own)
-        self._own.clear()
+        _active.remove(self)
+
+    def _seen(self, cls: type) -> None:
+        if not self._paused and _a_model(cls):
+            self.classes.add(qualified_name(cls))
+
+
+_active: list[Constructions] = []  # the Constructions recording now (the innermost last)
+
+
+def _module_new(cls: type[torch.nn.Module], *args: Any, **kwargs: Any) -> torch.nn.Module:
+    """`nn.Module.__new__` while the plugin observes constructions: `object.__new__` (what
+    nn.Module inherits) after noting the class."""
+    if _active:
+        _active[-1]._seen(cls)
+    return object.__new__(cls)
+
+
+def _install_new() -> None:
+    """Set `_module_new` as `nn.Module.__new__`, once for the process: CPython cannot take a
+    `__new__` back out of a class (its subclasses would keep calling it through a slot that then
+    refuses their constructor's arguments), so it stays, passing straight through between
+    tests. A `__new__` someone else set is left alone (and nothing is seen)."""
+    own = torch.nn.Module.__dict__.get("__new__")
+    if own is None:
+        type.__setattr__(torch.nn.Module, "__new__", staticmethod(_module_new))
 
 
 def _a_model(cls: type) -> bool:
