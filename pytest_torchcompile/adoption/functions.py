@@ -9,6 +9,11 @@ else public and callable defined there (a builtin or C extension function, an au
 `Function.apply`, a TorchScript function, a class other than `nn.Module`) is listed with what it is,
 not wrapped: it has no Python frame to replace without changing what the test calls.
 
+Finding runs no code of the packages' beyond importing the named package: every value is read
+statically (a lazy loader's `__getattr__` would import an optional dependency, or ask on stdin
+whether to install it), and the names a module makes on first use (a module `__getattr__`) are
+listed as not classified.
+
 `FunctionSites` sets the wrappers for one test body and puts every original back afterwards (and
 while a replay runs, so Dynamo traces the originals), leaving each namespace as it found it.
 """
@@ -16,6 +21,7 @@ while a replay runs, so Dynamo traces the originals), leaving each namespace as 
 from __future__ import annotations
 
 import importlib
+import inspect
 import sys
 import types
 from collections.abc import Callable, Hashable
@@ -46,7 +52,7 @@ class Found:
         extra = tuple(
             (namespace, name, value)
             for name, value in namespace.items()
-            if isinstance(value, types.FunctionType) and id(value) in ours
+            if type(value) is types.FunctionType and id(value) in ours
         )
         return Found(self.functions, self.bindings + extra, self.unwrapped)
 
@@ -68,11 +74,18 @@ def find(packages: tuple[str, ...], cache: dict[Hashable, Found]) -> Found:
     key = (packages, len(modules))
     found = cache.get(key)
     if found is None:
-        found = cache[key] = _walk(modules, packages)
+        try:
+            found = _walk(modules, packages)
+        except Exception as exc:  # the plugin's own failure: the tests run as plain
+            why = f"finding functions failed ({type(exc).__name__}: {exc}): none is wrapped"
+            found = Found({}, (), dict.fromkeys(packages, why))
+        cache[key] = found
     return found
 
 
 def _walk(modules: list[types.ModuleType], packages: tuple[str, ...]) -> Found:
+    """What the modules' namespaces bind, read statically: no attribute of a value is looked
+    up through its class's code (a lazy loader's `__getattr__` imports, or asks on stdin)."""
     functions: dict[str, types.FunctionType] = {}
     bindings: list[tuple[Namespace, str, types.FunctionType]] = []
     unwrapped: dict[str, str] = {}
@@ -82,13 +95,30 @@ def _walk(modules: list[types.ModuleType], packages: tuple[str, ...]) -> Found:
             origin = _origin(value)
             if origin is None or not _inside(origin, packages):
                 continue
-            if isinstance(value, types.FunctionType):
+            if type(value) is types.FunctionType:
                 if _public(value.__name__):
                     functions.setdefault(f"{origin}.{value.__qualname__}", value)
                     bindings.append((namespace, name, value))
             elif _public(name) and callable(value) and not _a_module_class(value):
                 unwrapped.setdefault(f"{origin}.{_qualname(value, name)}", _what(value))
+        for name in _lazy_names(module, namespace):
+            unwrapped.setdefault(f"{module.__name__}.{name}", LAZY)
     return Found(functions, tuple(bindings), unwrapped)
+
+
+LAZY = (
+    "not classified: the module makes it on first use (module __getattr__), and finding "
+    "functions never runs library code"
+)
+
+
+def _lazy_names(module: types.ModuleType, namespace: Namespace) -> list[str]:
+    """The public names a module with a `__getattr__` (PEP 562, a lazy loader) lists in
+    `__all__` but has not made yet."""
+    listed = namespace.get("__all__")
+    if "__getattr__" not in namespace or not isinstance(listed, (list, tuple)):
+        return []
+    return [n for n in listed if type(n) is str and _public(n) and n not in namespace]
 
 
 def _inside(module: str, packages: tuple[str, ...]) -> bool:
@@ -100,42 +130,68 @@ def _public(name: str) -> bool:
     return name.isidentifier() and not name.startswith("_")
 
 
+def _static(value: Any, name: str) -> Any:
+    """`value.name` where reading it runs no code of the program's: an entry of a namespace, or
+    a C-level slot or getset of a builtin type (a function's `__module__`, a bound builtin's
+    `__self__`); None otherwise (a property, a proxy's `__getattr__`)."""
+    try:
+        found = inspect.getattr_static(value, name)
+    except AttributeError:
+        return None
+    if type(found) in (types.GetSetDescriptorType, types.MemberDescriptorType):
+        return found.__get__(value, type(value))
+    return None if hasattr(type(found), "__get__") else found
+
+
+def _owner(value: Any) -> type | None:
+    """The class a method is bound to (`Function.apply`), read statically."""
+    owner = _static(value, "__self__")
+    return owner if type(owner) is not type(None) and issubclass(type(owner), type) else None
+
+
 def _origin(value: Any) -> str | None:
     """The module that defined `value`; for a method bound to a class (`Function.apply`), the
     class's."""
-    owner = getattr(value, "__self__", None)
-    if isinstance(owner, type):
-        return owner.__module__
-    module = getattr(value, "__module__", None)
-    return module if isinstance(module, str) else None
+    owner = _owner(value)
+    if owner is not None:
+        module = vars(owner).get("__module__")
+    elif issubclass(type(value), type):
+        module = vars(value).get("__module__")
+    else:
+        module = _static(value, "__module__")
+    return module if type(module) is str else None
 
 
 def _qualname(value: Any, name: str) -> str:
     """`F.apply` for a method bound to class `F`, else the value's own qualified name."""
-    owner = getattr(value, "__self__", None)
-    if isinstance(owner, type):
-        return f"{owner.__qualname__}.{getattr(value, '__name__', name)}"
-    return str(getattr(value, "__qualname__", name))
+    owner = _owner(value)
+    if owner is not None:
+        method = _static(value, "__name__") or _static(_static(value, "__func__"), "__name__")
+        return f"{owner.__qualname__}.{method or name}"
+    qualname = vars(value).get("__qualname__") if issubclass(type(value), type) else None
+    qualname = qualname or _static(value, "__qualname__")
+    return qualname if type(qualname) is str else name
 
 
 def _a_module_class(value: Any) -> bool:
     """An `nn.Module` class: its calls are intercepted as module calls already."""
-    return isinstance(value, type) and issubclass(value, torch.nn.Module)
+    return issubclass(type(value), type) and issubclass(value, torch.nn.Module)
 
 
 def _what(value: Any) -> str:
     """Why a callable is not wrapped, as the coverage table says it."""
-    owner = getattr(value, "__self__", None)
-    if isinstance(owner, type) and issubclass(owner, torch.autograd.Function):
+    owner = _owner(value)
+    kind = type(value)
+    if owner is not None and issubclass(owner, torch.autograd.Function):
         what = f"torch.autograd.Function.apply of {owner.__qualname__}"
-    elif isinstance(value, type):
+    elif issubclass(kind, type):
         what = "a class"
-    elif isinstance(value, types.BuiltinFunctionType):
+    elif issubclass(kind, types.BuiltinFunctionType):
         what = "a builtin or C extension function"
-    elif isinstance(value, torch.jit.ScriptFunction):
+    elif issubclass(kind, torch.jit.ScriptFunction):
         what = "a TorchScript function"
     else:
-        what = f"a {type(value).__module__}.{type(value).__qualname__}"
+        what = f"a {kind.__module__}.{kind.__qualname__}"
     return f"not a plain Python function: {what}"
 
 
