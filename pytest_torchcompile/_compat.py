@@ -664,6 +664,40 @@ def _break_compile_ids() -> Iterator[dict[int, str]]:
             callback_handler.remove_end_callback(on_end)
 
 
+MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
+"""What every nn.Module holds in its `__dict__`: its tensors, submodules, hooks and bookkeeping."""
+
+COMPILE_MARKS = frozenset({"_is_torch_compile", "_torchdynamo_orig_callable"})
+"""What torch.compile writes on what it compiles (a module's `_is_torch_compile`, through its
+OptimizedModule): the compiler's marks, not the program's state."""
+
+_CALL_HOOKS = (
+    "_forward_pre_hooks",
+    "_forward_hooks",
+    "_backward_pre_hooks",
+    "_backward_hooks",
+)
+
+
+def module_call_hooks(module: torch.nn.Module) -> list[Callable[..., Any]]:
+    """The hooks that run around a call of `module` (its own forward and backward ones)."""
+    held = vars(module)
+    return [hook for name in _CALL_HOOKS for hook in list(held.get(name, {}).values())]
+
+
+def global_module_hooks() -> list[Callable[..., Any]]:
+    """The hooks registered for every module's calls (`register_module_forward_hook`...)."""
+    from torch.nn.modules import module
+
+    names = (
+        "_global_forward_pre_hooks",
+        "_global_forward_hooks",
+        "_global_backward_pre_hooks",
+        "_global_backward_hooks",
+    )
+    return [hook for name in names for hook in list(getattr(module, name, {}).values())]
+
+
 def is_compiled_module(module: torch.nn.Module) -> bool:
     """Whether `module` is what torch.compile returned for a module (an OptimizedModule)."""
     from torch._dynamo.eval_frame import OptimizedModule

@@ -334,7 +334,7 @@ class Checker:
         keep such inputs out; under reject_eager_errors a Hypothesis example is rejected instead.
         """
         __tracebackhide__ = True
-        if self.settings.reject_eager_errors and self.examples:
+        if self.settings.reject_eager_errors and self.examples and _in_hypothesis_example():
             from hypothesis import reject
 
             self.rejected += 1
@@ -379,6 +379,13 @@ def _kind_of_call(
         return id(fn), inputs_signature((args, dict(kwargs)))
     except Skip:
         return None
+
+
+def _in_hypothesis_example() -> bool:
+    """Whether Hypothesis is running an example now (outside one, `reject()` is an error)."""
+    from hypothesis import currently_in_test_context
+
+    return bool(currently_in_test_context())
 
 
 def _tally(report: parity.ParityReport, verdict: Verdict, counts: dict[str, int]) -> None:

@@ -48,7 +48,6 @@ from pytest_torchcompile.errors import (
 from pytest_torchcompile.judging.judges import Verdict
 from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.running.copier import clone_tree
-from pytest_torchcompile.running.pystate import SharedContainers
 from pytest_torchcompile.running.recorder import Recorder
 from pytest_torchcompile.running.selection import (
     Selection,
@@ -58,8 +57,8 @@ from pytest_torchcompile.running.selection import (
     refusal,
 )
 from pytest_torchcompile.running.shared_compiles import SharedCompiles
-from pytest_torchcompile.running.sides import RngState
 from pytest_torchcompile.running.snapshot import sync_module
+from pytest_torchcompile.running.world import World, unseen
 from pytest_torchcompile.settings import CONTROL_BACKEND, Settings
 
 _REASON_LIMIT = 200  # characters of an exception kept in a skip reason
@@ -119,6 +118,7 @@ class Interceptor:
         self._per_class = {} if checked_per_class is None else checked_per_class
         self._diverged: set[Hashable] = set()  # this test's: other tests still check them
         self._tally: dict[tuple[str, str, str, str], int] = {}  # kind, name, outcome, reason
+        self._last: tuple[str, str, str, str] = ("", "", "", "")  # the key counted last
         self._diverged_kinds: set[str] = set()  # module, function
         self._copies = _ModuleCopies()
         self._sites = CallSites(self._wrapper)
@@ -130,6 +130,8 @@ class Interceptor:
         self._busy = False  # a module call or a check is in progress: calls pass straight through
         self._open = False  # the test body runs: a wrapper someone kept afterwards passes through
         self._nested: set[str] = set()  # functions the outermost call in progress made
+        self._worlds: dict[int, tuple[Callable[..., Any], World]] = {}  # by id of a callable
+        self._recorders: dict[int, tuple[Callable[..., Any], Recorder]] = {}  # by id of a replay
         self._isolation: Any = None
 
     # --- the wrappers -------------------------------------------------------------------------
@@ -197,29 +199,45 @@ class Interceptor:
             signature = self._select(call)
             replayed = call.original if call.module is None else self._copies.stand_in(call.module)
             inputs = clone_tree((call.args, dict(call.kwargs)))
+            world = self._world(call)
+            before = world.capture()
         except Skip as skip:
             self._count(call, "skipped", str(skip))
             return self._plain(call)
         except Exception as exc:  # the snapshot failed: the test's call runs as written
             self._count(call, "skipped", f"cannot snapshot the call: {_text(exc)}")
             return self._plain(call)
-        before = RngState.capture()
         try:
             output = self._plain(call)
         except BaseException as exc:
             self._count(call, "skipped", f"the call raised {type(exc).__name__}: not replayed")
             raise
-        after = RngState.capture()
-        # the replay's runs must not add to what the test sees
-        shared = SharedContainers(call.module if call.module is not None else call.original)
-        left = shared.snapshot()
-        before.restore()
+        # The replays start from the world as it was before the call, and leave it as the
+        # test's own call did: the test sees one call.
         try:
-            self._check(number, call, signature, replayed, inputs)
+            after = world.capture()
+        except Exception as exc:  # the plugin's own machinery: the test goes on as plain
+            self._count(call, "skipped", f"the checker failed: {_text(exc)}")
+            return output
+        try:
+            world.restore(before)
+            with unseen():
+                self._check(number, call, signature, replayed, inputs)
+        except Exception as exc:
+            self._count(call, "skipped", f"the checker failed: {_text(exc)}")
         finally:
-            after.restore()
-            shared.restore(left)
+            world.restore(after)
+        if world.unrestored:
+            self._partly(call, _UNRESTORED + ", ".join(world.unrestored))
         return output
+
+    def _world(self, call: _Call) -> World:
+        """The world around the test's call (found once per module or function and test)."""
+        fn = call.module if call.module is not None else call.original
+        kept = self._worlds.get(id(fn))
+        if kept is None or kept[0] is not fn:
+            kept = self._worlds[id(fn)] = (fn, World.of(fn))
+        return kept[1].for_call(call.args, call.kwargs)
 
     # --- selecting and snapshotting -----------------------------------------------------------
 
@@ -258,7 +276,7 @@ class Interceptor:
         args, kwargs = inputs
         accountant = self.checker.accountant
         fallbacks = len(accountant.counts()["fallbacks"])
-        recorder = Recorder()  # this call alone, kept for triage if it diverges
+        recorder = self._recorder(replayed)  # kept for triage if it diverges
         self._busy = True
         structure = self._copies.structure(call.module) if call.module is not None else None
         self.checker.compiled.share(replayed, structure)
@@ -271,14 +289,14 @@ class Interceptor:
             if self._budgeted():  # the user asked for recompiles to be held to a limit
                 self._per_class[call.name].add(signature)
                 self._diverged.add(signature)
-                self._diverge(number, call, limit, recorder, self._graphs_of(before))
+                self._diverge(number, call, limit, recorder, self._graphs_of(before), signature)
             else:  # the program would run eagerly there: no parity shown, no divergence either
                 self._count(call, "skipped", f"the compiled side would run eagerly: {_text(limit)}")
             return
         except CompileParityFailure as failure:
             self._per_class[call.name].add(signature)
             self._diverged.add(signature)
-            self._diverge(number, call, failure, recorder, self._graphs_of(before))
+            self._diverge(number, call, failure, recorder, self._graphs_of(before), signature)
             return
         except UncheckableCallError as misuse:  # meta tensors, an iterator output: no values
             self._count(call, "skipped", f"cannot check the call: {_text(misuse)}")
@@ -307,6 +325,14 @@ class Interceptor:
                     if inner is not replayed
                 }
 
+    def _recorder(self, replayed: Callable[..., Any]) -> Recorder:
+        """The checks of one module (or function) in this test, in order: triage replays the
+        whole sequence, whose earlier calls left the guards a divergence may depend on."""
+        kept = self._recorders.get(id(replayed))
+        if kept is None or kept[0] is not replayed:
+            kept = self._recorders[id(replayed)] = (replayed, Recorder())
+        return kept[1]
+
     def _originals(self) -> ExitStack:
         """The original `__call__`s and functions, and no constructions noted, while a replay
         runs."""
@@ -331,6 +357,7 @@ class Interceptor:
         failure: CompileParityFailure,
         recorder: Recorder,
         kind: str,
+        signature: Hashable,
     ) -> None:
         report = self.checker.last_report
         leaves = [leaf.leaf for leaf in report.failures] if report and not report.ok else []
@@ -344,6 +371,7 @@ class Interceptor:
         if self.checker.recorder is None:  # triage replays the first diverging call
             recorder.diverged()
             recorder.session_graphs = kind if kind in CHECK_KINDS[1:] else ""
+            recorder.failure_key = (signature, where, kind)
             self.checker.recorder = recorder
 
     def _uncompared_output(self) -> str:
@@ -371,6 +399,17 @@ class Interceptor:
     def _count(self, call: _Call, outcome: str, reason: str) -> None:
         key = (call.kind, call.name, outcome, reason)
         self._tally[key] = self._tally.get(key, 0) + 1
+        self._last = key
+
+    def _partly(self, call: _Call, why: str) -> None:
+        """The call just counted as checked was checked partly: `why`."""
+        *_, outcome, reason = self._last
+        if outcome not in ("checked", "checked partly"):
+            return
+        self._tally[self._last] -= 1
+        if not self._tally[self._last]:
+            del self._tally[self._last]
+        self._count(call, "checked partly", f"{reason}; {why}" if reason else why)
 
     # --- after the test body ------------------------------------------------------------------
 
@@ -455,6 +494,7 @@ class _ModuleCopies:
         return copied  # type: ignore[no-any-return]
 
 
+_UNRESTORED = "the replays wrote in place what they could not put back (too large to keep): "
 CAPPED = "the cap on input signatures per module class or function is reached"
 NO_COMPILER = "no compiler"
 _GRAPHS = {

@@ -15,6 +15,7 @@ from pytest_torchcompile.errors import ParityError
 from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.recorder import Call
+from pytest_torchcompile.running.world import World, unseen
 from pytest_torchcompile.settings import Settings
 
 
@@ -35,15 +36,23 @@ def replay(calls: list[Call], settings: Settings, *, examples: bool = False) -> 
     memo: dict[int, Any] = {}  # one memo: a module the calls share stays shared in the copies
     copies = [_copied(call, memo) for call in calls]
     checker = Checker(settings, examples=examples)
-    with isolated(checker.accountant):
-        for number, call in enumerate(copies, 1):
-            call.rng.restore()
-            try:
-                checker.check(call.fn, call.args, call.kwargs)
-            except ParityError as exc:
-                return Divergence(number, str(exc))
-            except Exception:  # raised alike on both sides, or a budget verdict: not a divergence
-                continue
+    # The replays run after the test, and leave nothing the next test sees: what the calls'
+    # code reaches outside their copies is put back.
+    worlds = [World.of(call.fn).for_call(call.args, call.kwargs) for call in copies]
+    before = [world.capture() for world in worlds]
+    try:
+        with isolated(checker.accountant), unseen():
+            for number, call in enumerate(copies, 1):
+                call.rng.restore()
+                try:
+                    checker.check(call.fn, call.args, call.kwargs)
+                except ParityError as exc:
+                    return Divergence(number, str(exc))
+                except Exception:  # raised alike on both sides, or a budget verdict
+                    continue
+    finally:
+        for world, state in reversed(list(zip(worlds, before, strict=True))):
+            world.restore(state)
     return None
 
 

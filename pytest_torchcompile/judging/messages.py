@@ -20,7 +20,7 @@ from pytest_torchcompile.errors import (
     RecompileLimitExceeded,
     first_line,
 )
-from pytest_torchcompile.running.snapshot import named_inputs
+from pytest_torchcompile.running.state import named_inputs
 from pytest_torchcompile.settings import SettingError, Settings
 from pytest_torchcompile.tensor_text import describe
 

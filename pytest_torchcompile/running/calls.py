@@ -3,9 +3,9 @@
 The compiled side runs first, on copies (`compiled.CompiledSide`), so the caller's objects still
 hold the state before the call when it is kept for re-runs (`snapshot.StateBefore`); then eager
 runs on the caller's own objects, so they end as a plain call leaves them. Both start from the same
-RNG state and the same contents of the containers the callable reaches. Every re-run the rules ask
-for (`Call.reruns`) starts from that state again, and leaves the RNG and containers as eager left
-them.
+world around the call (`world.World`: the RNG, generators, globals, containers and objects the
+callable reaches). Every re-run the rules ask for (`Call.reruns`) starts from that state again, and
+leaves the world as eager left it.
 """
 
 from __future__ import annotations
@@ -19,13 +19,12 @@ import torch
 
 from pytest_torchcompile import _compat
 from pytest_torchcompile.counting.costs import FAULT_RETRY, Costs
-from pytest_torchcompile.running import faults, pystate, randomness, trees
+from pytest_torchcompile.running import faults, randomness, trees
 from pytest_torchcompile.running.compiled import CompiledSide
-from pytest_torchcompile.running.copier import clone_tree, shared_objects
+from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.rounding import RoundingNoise
 from pytest_torchcompile.running.sides import (
     COTANGENT_SEED,
-    RngState,
     Side,
     SideResult,
     Stopwatch,
@@ -33,16 +32,17 @@ from pytest_torchcompile.running.sides import (
     nothing,
     run_side,
     state_left,
-    with_containers,
+    with_world,
 )
 from pytest_torchcompile.running.snapshot import (
     Copies,
     StateBefore,
     Unfaithful,
     Watch,
-    state_after,
     upcast_tree,
 )
+from pytest_torchcompile.running.state import state_after
+from pytest_torchcompile.running.world import World, WorldState, unseen
 from pytest_torchcompile.settings import CACHELESS_BACKENDS, Settings
 
 FALLBACK_RANDOM_NOTE = (
@@ -62,10 +62,8 @@ class Call:
     as_user: SideResult | None  # compiled as the user compiles, where it draws random
     pristine: StateBefore
     lacking: list[str]  # state eager changed whose earlier value is not kept: no re-run
-    rng: RngState
-    shared: pystate.SharedContainers
-    before: pystate.Snapshot  # the shared containers and objects before the call
-    switches: _compat.ProcessSwitches  # the process-wide state the user had set
+    world: World  # what the call reaches besides its copies
+    before: WorldState  # as it was before the call
     side: CompiledSide  # the compiled side's path, which the control takes with no compiler
     costs: Costs  # the test's: re-runs are timed as such
     eager_time: Stopwatch  # eager's run of this call, which bounds what its re-runs may cost
@@ -74,8 +72,9 @@ class Call:
         self, copier: Callable[[Any, dict[int, Any]], Any], run: Callable[..., SideResult]
     ) -> Callable[[], SideResult]:
         """A thunk calling `run(module, args, kwargs)` on a fresh copy of the call as it was
-        (made by `copier`: clone_tree, upcast_tree...), from the same RNG, containers and
-        process-wide switches, leaving the caller's RNG and containers as eager left them."""
+        (made by `copier`: clone_tree, upcast_tree...), in the world as it was before the call
+        (the generators among the call's objects too, before they are copied), leaving the
+        world as eager left it."""
 
         def from_the_snapshot() -> SideResult:
             if self.lacking:
@@ -83,19 +82,16 @@ class Call:
                     f"eager changed {', '.join(self.lacking)} in place where the compiled run "
                     "did not, so there is no copy of the state before the call"
                 )
-            after_eager, left_by_eager = RngState.capture(), self.shared.snapshot()
-            module, args, kwargs = self.pristine.copy(self.snapshot_of, copier)
-            self.rng.restore()
-            self.shared.restore(self.before)
-            self.switches.restore()
+            left_by_eager = self.world.capture()
+            self.world.restore(self.before)
             try:
-                with self.costs.timing("re-runs"):
+                module, args, kwargs = self.pristine.copy(self.snapshot_of, copier)
+                with self.costs.timing("re-runs"), unseen():
                     result = run(module, args, kwargs)
-                with_containers(result, self.shared)  # what it left in them, as the sides have
+                with_world(result, self.world)  # what it left there, as the sides have
                 return result
             finally:
-                after_eager.restore()
-                self.shared.restore(left_by_eager)
+                self.world.restore(left_by_eager)
 
         return from_the_snapshot
 
@@ -238,7 +234,7 @@ class CallRunner:
         self._on_recompile_limit = on_recompile_limit
         self._notes = notes  # the checker's, for the report
         self._context = context
-        self._containers: dict[int, pystate.SharedContainers] = {}  # by id of a kept callable
+        self._worlds: dict[int, tuple[Callable[..., Any], World]] = {}  # by id of a callable
 
     def _note(self, note: str) -> None:
         if note not in self._notes:
@@ -252,18 +248,15 @@ class CallRunner:
         # One walk of the state before the call serves both sides: the compiled side's copies
         # hold the same plain attributes under the same names.
         watch = Watch.of(state_after(*snapshot_of))
-        rng = RngState.capture()
-        switches = _compat.ProcessSwitches.capture()
-        shared = self._shared_containers(fn).with_objects(shared_objects((args, kwargs)))
-        before = shared.snapshot()
+        world = self._world(fn).for_call(args, kwargs)
+        before = world.capture()
 
         def compiled_again() -> tuple[SideResult, bool, Copies]:
-            rng.restore()
-            shared.restore(before)
-            with self.costs.timing("compiled side"):
+            world.restore(before)
+            with self.costs.timing("compiled side"), unseen():
                 return self.compiled.run(fn, args, kwargs, watch)
 
-        with self.costs.timing("compiled side"):
+        with self.costs.timing("compiled side"), unseen():
             compiled, moved, copies = self.compiled.run(fn, args, kwargs, watch)
         if self._examples and _recompile_limit_hit(compiled):
             self._on_recompile_limit()
@@ -287,23 +280,22 @@ class CallRunner:
         # keep what the compiled run shows the call changes. Anything else eager changes, the
         # watch sees, and re-runs refuse.
         pristine = StateBefore.take(snapshot_of, copies, moved)
-        with_containers(compiled, shared)
+        with_world(compiled, world)
         as_user = None
         if self.compiled.entry(fn).draws_random:
-            rng.restore()
-            shared.restore(before)
-            with self.costs.timing("compiled side"):
+            world.restore(before)
+            with self.costs.timing("compiled side"), unseen():
                 as_user = self.compiled.run_as_user(fn, args, kwargs)
             self._note(FALLBACK_RANDOM_NOTE)
-        rng.restore()
-        shared.restore(before)  # the eager run starts from the state the compiled one did
-        switches.restore()  # and under the process-wide state the user set, not torch.compile's
+        # Eager starts from the world the compiled side did, under the process-wide switches
+        # the user set, not torch.compile's.
+        world.restore(before)
         eager_side = Side(fn, module, args, dict(kwargs))
         eager_time = Stopwatch()
         with self.costs.timing("eager side"), eager_time.timing():
             eager = run_side(eager_side, self.settings.compares_backward, nothing, wait=False)
         lacking = pristine.lacks(watch, state_left(eager, eager_side))
-        with_containers(eager, shared)
+        with_world(eager, world)
         return Call(
             fn,
             snapshot_of,
@@ -312,18 +304,16 @@ class CallRunner:
             as_user,
             pristine,
             lacking,
-            rng,
-            shared,
+            world,
             before,
-            switches,
             self.compiled,
             self.costs,
             eager_time,
         )
 
-    def _shared_containers(self, fn: Callable[..., Any]) -> pystate.SharedContainers:
-        """The containers `fn` can reach, found once per callable (the walk reads code objects)."""
-        found = self._containers.get(id(fn))
-        if found is None:
-            found = self._containers[id(fn)] = pystate.SharedContainers(fn)
-        return found
+    def _world(self, fn: Callable[..., Any]) -> World:
+        """The world around `fn`'s calls, found once per callable (the walk reads code)."""
+        kept = self._worlds.get(id(fn))
+        if kept is None or kept[0] is not fn:
+            kept = self._worlds[id(fn)] = (fn, World.of(fn))
+        return kept[1]

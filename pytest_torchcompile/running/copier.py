@@ -30,13 +30,14 @@ import inspect
 import sys
 import types
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
 
 from pytest_torchcompile import _paths
 from pytest_torchcompile.errors import UncopyableInputError
+from pytest_torchcompile.running.trees import object_attributes, set_attributes, static_dict
 
 # What deepcopy treats as atomic, and torch's own immutable singletons.
 _ATOMIC: tuple[type, ...] = (
@@ -81,6 +82,11 @@ def clone_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
 def is_atomic(x: Any) -> bool:
     """Whether every copy holds `x` itself: immutable values, classes, functions, modules."""
     return type(x) in _ATOMIC or isinstance(x, type)
+
+
+def is_shared(x: Any) -> bool:
+    """Whether every copy holds `x` itself: a module-level object (or what one reaches)."""
+    return _MODULE_LEVEL.view().holds(x)
 
 
 def shared_objects(tree: Any, depth: int = 4) -> list[Any]:
@@ -243,16 +249,18 @@ class _Copier:
 
     def _object(self, x: Any, path: str) -> Any:
         """An object through its own `__deepcopy__`, else the copy protocol walked here, else
-        rebuilt from `object.__new__` and its state."""
+        rebuilt from `object.__new__` and its state. The protocol runs the object's code: where
+        that changes the object itself (pyro's `AutoGuide.__getstate__` clears fields of the
+        live guide), its attributes are put back and it is rebuilt from its state instead."""
         cls = type(x)
         own = getattr(cls, "__deepcopy__", None)
         if own is not None:
             try:
-                return self._remember(x, own(x, self.memo))
+                return self._remember(x, _leaving_alone(x, lambda: own(x, self.memo)))
             except Exception:  # a class that refuses deepcopy: its state is copied instead
                 pass
         try:
-            reduced = _reduced(x)
+            reduced = _leaving_alone(x, lambda: _reduced(x))
         except Exception as exc:
             return self._from_state(x, path, exc)
         if isinstance(reduced, str):  # a global by name: the object itself
@@ -350,6 +358,23 @@ def _reduced(x: Any) -> tuple[Any, ...] | str:
     return x.__reduce_ex__(4)  # type: ignore[no-any-return]
 
 
+class _ChangedByCopying(Exception):
+    """An object's copy protocol changed the object itself; it was put back."""
+
+
+def _leaving_alone(x: Any, protocol: Callable[[], Any]) -> Any:
+    """`protocol()` (an object's `__deepcopy__` or `__reduce_ex__`), which must leave `x` as it
+    found it: where it rebinds or removes an attribute of `x`, they are put back and
+    _ChangedByCopying is raised."""
+    before = object_attributes(x)
+    result = protocol()
+    after = object_attributes(x)
+    if after.keys() != before.keys() or any(after[k] is not v for k, v in before.items()):
+        set_attributes(x, before)
+        raise _ChangedByCopying(f"copying it changed the {type(x).__qualname__} itself")
+    return result
+
+
 def _state_of(x: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
     """An object's `__dict__` and slot values; None where it keeps its state elsewhere (C)."""
     held = getattr(x, "__dict__", None)
@@ -392,6 +417,7 @@ class _ModuleLevel:
 
     def __init__(self) -> None:
         self._modules: dict[str, tuple[tuple[int, ...], dict[int, Any]]] = {}
+        self._top: tuple[tuple[int, ...], dict[int, Any]] = ((), {})  # modules, what they bind
 
     def view(self) -> _Shared:
         """What one copy shares: the module-level objects of the modules its objects' classes
@@ -414,17 +440,36 @@ class _ModuleLevel:
         self._modules[name] = (signature, found)
         return found
 
+    def top_level(self) -> dict[int, Any]:
+        """The objects every program module binds at its top level, whatever their class (a
+        sentinel `A = object()` of a test file, held by a `SimpleNamespace`), indexed again
+        whenever the modules change (one imported, or a test module imported again)."""
+        modules = tuple(map(id, list(sys.modules.values())))
+        kept, found = self._top
+        if kept == modules:
+            return found
+        found = {}
+        for module in list(sys.modules.values()):
+            namespace = static_dict(module) if isinstance(module, types.ModuleType) else None
+            if namespace is None or not _is_program(module):
+                continue
+            for value in list(namespace.values()):
+                if _shareable(value):
+                    found[id(value)] = value
+        self._top = (modules, found)
+        return found
+
 
 class _Shared:
     """The module-level objects one copy shares."""
 
     def __init__(self, level: _ModuleLevel) -> None:
         self._level = level
-        self._found: dict[int, Any] = {}
+        self._found: dict[int, Any] = dict(level.top_level())
         self._seen: set[str] = set()
 
     def holds(self, x: Any) -> bool:
-        module = getattr(type(x), "__module__", None)
+        module = vars(type(x)).get("__module__")
         if isinstance(module, str) and module not in self._seen:
             self._seen.add(module)
             self._found.update(self._level.index(module))
@@ -433,8 +478,25 @@ class _Shared:
 
 def _is_indexed(module: types.ModuleType) -> bool:
     """Modules outside torch and the standard library (whose objects a call never copies)."""
-    filename = getattr(module, "__file__", None)
-    return isinstance(filename, str) and not _paths.is_under(filename, _paths.TORCH_AND_STDLIB)
+    filename = vars(module).get("__file__")
+    return isinstance(filename, str) and not _paths.is_torch_or_stdlib(filename)
+
+
+def _is_program(module: types.ModuleType) -> bool:
+    """The program's modules, the user's and its libraries' (not the infrastructure's)."""
+    filename = vars(module).get("__file__")
+    return isinstance(filename, str) and _paths.is_followed(filename)
+
+
+def _shareable(value: Any) -> bool:
+    """A module-level value that copies share: an object, not code, a class, a container or
+    anything a call changes (tensors, modules, optimizers)."""
+    kind = type(value)
+    return not (
+        kind in _ATOMIC
+        or issubclass(kind, (type, types.ModuleType, list, dict, set, *_NEVER_SHARED))
+        or kind in (types.MethodType, types.BuiltinMethodType)
+    )
 
 
 _NEVER_SHARED = (torch.Tensor, torch.nn.Module, torch.optim.Optimizer)
@@ -444,7 +506,7 @@ def _reach(value: Any, found: dict[int, Any], depth: int) -> None:
     """Index `value` and what it holds, `depth` levels down."""
     if len(found) >= _REACH_LIMIT or id(value) in found or type(value) in _ATOMIC:
         return
-    if isinstance(value, _NEVER_SHARED):
+    if issubclass(type(value), _NEVER_SHARED):
         return
     mutable = type(value) in (list, dict, set)
     if not mutable:
@@ -458,18 +520,17 @@ def _reach(value: Any, found: dict[int, Any], depth: int) -> None:
 def _held(value: Any) -> Iterator[Any]:
     """What a module-level value holds: a container's items, a class's attributes, an object's
     instance attributes."""
-    if isinstance(value, dict):
+    kind = type(value)
+    if issubclass(kind, dict):
         yield from list(value.values())
-    elif isinstance(value, (list, tuple, set, frozenset)):
+    elif issubclass(kind, (list, tuple, set, frozenset)):
         yield from list(value)
-    elif isinstance(value, type):
+    elif issubclass(kind, type):
         yield from (v for k, v in list(vars(value).items()) if not k.startswith("__"))
     else:
-        held = getattr(value, "__dict__", None)
-        if isinstance(held, dict):
-            yield from list(held.values())
+        yield from list((static_dict(value) or {}).values())
 
 
 _MODULE_LEVEL = _ModuleLevel()  # a cache of what modules' globals reach, rebuilt as they change
 
-__all__ = ["clone_tree", "is_atomic", "shared_objects"]
+__all__ = ["clone_tree", "is_atomic", "is_shared", "shared_objects"]

@@ -31,7 +31,7 @@ from pytest_torchcompile import _compat
 from pytest_torchcompile.counting.accounting import Accountant
 from pytest_torchcompile.counting.records import GraphRecord, RecompileRecord
 from pytest_torchcompile.running import randomness
-from pytest_torchcompile.running.snapshot import named_inputs
+from pytest_torchcompile.running.state import named_inputs
 from pytest_torchcompile.running.trees import tensors
 from pytest_torchcompile.settings import EXPORT_PATHS, Settings
 

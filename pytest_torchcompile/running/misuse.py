@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from pytest_torchcompile.errors import UncheckableCallError
-from pytest_torchcompile.running.snapshot import named_inputs
+from pytest_torchcompile.running.state import named_inputs
 from pytest_torchcompile.running.trees import containers
 
 

@@ -19,6 +19,8 @@ from typing import Any
 import torch
 
 from pytest_torchcompile import _compat
+from pytest_torchcompile.running import trees
+from pytest_torchcompile.running.copier import is_atomic, is_shared
 
 _SCALARS = (bool, int, float, complex, str, bytes, type(None))
 
@@ -111,8 +113,10 @@ def _constant(value: Any) -> bool:
     return isinstance(value, _SCALARS)
 
 
-def inputs_signature(value: Any) -> Hashable:
-    """Types, shapes, dtypes and layouts of the inputs, and the values of Python scalars."""
+def inputs_signature(value: Any, depth: int = 3) -> Hashable:
+    """Types, shapes, dtypes and layouts of the inputs, the values of Python scalars, and what
+    the objects among them hold: their attributes' signatures, a module-level object by its
+    identity (`s.mode is A` and `s.mode is B` are two programs to Dynamo, and two checks)."""
     if isinstance(value, torch.Tensor):
         if type(value) not in (torch.Tensor, torch.nn.Parameter):
             raise Skip(f"an input is a tensor subclass ({type(value).__name__})")
@@ -129,11 +133,18 @@ def inputs_signature(value: Any) -> Hashable:
     if isinstance(value, torch.fx.Proxy):
         raise Skip("called during torch.fx symbolic tracing")
     if isinstance(value, (tuple, list)):
-        return type(value).__name__, tuple(inputs_signature(item) for item in value)
+        return type(value).__name__, tuple(inputs_signature(item, depth) for item in value)
     if isinstance(value, dict):
-        return "dict", tuple((key, inputs_signature(item)) for key, item in value.items())
+        return "dict", tuple((key, inputs_signature(item, depth)) for key, item in value.items())
     if isinstance(value, _SCALARS):
         return type(value).__name__, value
+    if depth and not isinstance(value, (torch.nn.Module, type)) and not is_atomic(value):
+        if is_shared(value):
+            return "module-level", id(value)
+        held = trees.object_attributes(value)
+        if held:
+            attributes = ((k, inputs_signature(v, depth - 1)) for k, v in sorted(held.items()))
+            return type(value).__qualname__, tuple(attributes)
     return (type(value).__qualname__,)
 
 

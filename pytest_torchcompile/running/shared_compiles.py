@@ -9,10 +9,9 @@ class and structure, compiled once with one counting backend (Dynamo guards on t
 syncs each test's module into it before the call, as it syncs a module between calls of a test.
 A function (--compile-parity-functions) is the same object in every test: it is compiled once.
 
-Only what syncing brings over completely is shared: a module tree whose modules hold parameters,
-buffers, submodules and public attributes (all synced), no hooks of their own, and private
-attributes only of immutable values (part of the key). Anything else (a hook, a tensor that is
-no buffer) gets its own compile per test. Every compile of the session lives in a Dynamo
+Syncing brings a module over completely (snapshot.sync_module: every attribute, private ones and
+objects too, with extra ones removed); a module tree with hooks of its own cannot be, and gets
+its own compile per test. Every compile of the session lives in a Dynamo
 recompile region of its own (`isolate_recompiles`, torch 2.13), so the entries they leave never count
 against a test's own `torch.compile` of the same code; where torch has no such regions, each
 test compiles afresh. Fixture tests keep one Dynamo cache each (their budgets are per test).
@@ -27,10 +26,6 @@ from typing import Any
 import torch
 
 from pytest_torchcompile import _compat
-
-_SCALARS = (bool, int, float, complex, str, bytes, type(None))
-# What every nn.Module holds in its __dict__: synced (parameters, buffers, submodules) or bookkeeping.
-_MODULE_INTERNALS = frozenset(vars(torch.nn.Module()))
 
 
 @dataclass
@@ -72,41 +67,11 @@ class SharedCompiles:
 
 def key_of(module: torch.nn.Module, settings_key: Hashable, structure: Hashable) -> Hashable | None:
     """What one shared compile of `module` stands for: the settings, its class and structure,
-    whether inference mode is on (its parameters are copied under it), and its private
-    constants; None where syncing cannot bring a module of this tree over completely (it is
-    compiled per test)."""
-    private: list[tuple[str, str, Hashable]] = []
-    for name, submodule in module.named_modules(remove_duplicate=False):
-        for attr, value in vars(submodule).items():
-            if attr in _MODULE_INTERNALS:
-                if _call_hooks(attr) and value:  # a hook of its own: not part of the key
-                    return None
-                continue
-            if attr.startswith("_"):
-                if not _immutable(value):
-                    return None
-                private.append((name, attr, value))
-            elif isinstance(value, torch.Tensor):  # neither parameter nor buffer: not synced
-                return None
-    return (
-        settings_key,
-        type(module),
-        structure,
-        torch.is_inference_mode_enabled(),
-        tuple(private),
-    )
-
-
-def _call_hooks(attr: str) -> bool:
-    """Whether a module internal holds hooks that run around its call (state-dict hooks,
-    which some modules register for themselves, do not)."""
-    return "hook" in attr and ("forward" in attr or "backward" in attr)
-
-
-def _immutable(value: Any) -> bool:
-    if isinstance(value, tuple):
-        return all(_immutable(item) for item in value)
-    return type(value) in _SCALARS
+    and whether inference mode is on (its parameters are copied under it); None where syncing
+    cannot bring a module of this tree over (a hook of its own: it is compiled per test)."""
+    if any(_compat.module_call_hooks(submodule) for submodule in module.modules()):
+        return None
+    return (settings_key, type(module), structure, torch.is_inference_mode_enabled())
 
 
 __all__ = ["SharedCompiles", "key_of"]

@@ -7,8 +7,6 @@ exception it raised kept as part of the result, for parity to judge.
 
 from __future__ import annotations
 
-import random
-import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
@@ -18,9 +16,11 @@ from typing import Any
 import torch
 
 from pytest_torchcompile.errors import CompileParityFailure
-from pytest_torchcompile.running import pystate, trees
+from pytest_torchcompile.running import trees
 from pytest_torchcompile.running.copier import is_atomic
-from pytest_torchcompile.running.snapshot import named_inputs, rebuild_tuple, state_after
+from pytest_torchcompile.running.snapshot import rebuild_tuple
+from pytest_torchcompile.running.state import named_inputs, referenced_parameters, state_after
+from pytest_torchcompile.running.world import World
 
 COTANGENT_SEED = 20240613  # fixed, so eager and compiled backward get the same cotangents
 
@@ -54,7 +54,7 @@ def _grad_targets(
                 edge = tensor if tensor.is_leaf else torch.autograd.graph.get_gradient_edge(tensor)
                 targets.setdefault(f"grad of {label}", edge)
     if module is not None:
-        for pname, param in module.named_parameters():
+        for pname, param in (*module.named_parameters(), *referenced_parameters(module)):
             if param.requires_grad:
                 targets[f"grad of parameter {pname!r}"] = param
     return targets
@@ -198,10 +198,11 @@ def state_left(result: SideResult, side: Side) -> dict[str, Any]:
     return state_after(side.module, side.args, side.kwargs)
 
 
-def with_containers(result: SideResult, shared: pystate.SharedContainers) -> None:
-    """Add the shared containers as the side left them to what it changed."""
+def with_world(result: SideResult, world: World) -> None:
+    """Add what parity compares of the world around the call, as the side left it, to what it
+    changed (`World.state`: the containers and globals its code reaches)."""
     if result.exception is None:
-        result.after.update(shared.state())
+        result.after.update(world.state())
 
 
 def _owned(output: Any) -> Any:
@@ -293,33 +294,3 @@ def device_failure(
 @contextmanager
 def nothing() -> Iterator[None]:
     yield
-
-
-# --- RNG ----------------------------------------------------------------------------------------
-
-
-@dataclass
-class RngState:
-    """The global generators' states: torch's CPU and CUDA ones, Python's `random` and, where
-    the program imported it, NumPy's. Restored before each run of a call, so every run (eager,
-    compiled, re-runs, triage's replays) draws the same random numbers from each."""
-
-    cpu: torch.Tensor
-    cuda: list[torch.Tensor] | None
-    python: object
-    numpy: object | None  # NumPy's legacy global state, where numpy is imported
-
-    @classmethod
-    def capture(cls) -> RngState:
-        cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None  # type: ignore[no-untyped-call]
-        numpy = sys.modules.get("numpy")  # never imported here: a program without it draws none
-        numpy_state = numpy.random.get_state() if numpy is not None else None
-        return cls(torch.random.get_rng_state(), cuda, random.getstate(), numpy_state)
-
-    def restore(self) -> None:
-        torch.random.set_rng_state(self.cpu)
-        if self.cuda is not None:
-            torch.cuda.set_rng_state_all(self.cuda)
-        random.setstate(self.python)  # type: ignore[arg-type]
-        if self.numpy is not None:
-            sys.modules["numpy"].random.set_state(self.numpy)

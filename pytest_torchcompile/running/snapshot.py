@@ -20,6 +20,7 @@ from pytest_torchcompile import _compat
 from pytest_torchcompile.running import pystate
 from pytest_torchcompile.running.copier import clone_tree, is_atomic
 from pytest_torchcompile.running.trees import leaves
+from pytest_torchcompile.running.world import is_generator
 
 _UPCAST = {
     torch.float16: torch.float64,
@@ -120,10 +121,13 @@ def holds_objects(call: Any) -> bool:
     covers."""
     _, args, kwargs = call
     return any(
-        not isinstance(leaf, (torch.Tensor, torch.nn.Module, torch.optim.Optimizer, enum.Enum))
-        and not is_atomic(leaf)
-        and not pystate.is_plain(leaf)
-        and (hasattr(leaf, "__dict__") or hasattr(type(leaf), "__slots__"))
+        is_generator(leaf)
+        or (
+            not isinstance(leaf, (torch.Tensor, torch.nn.Module, torch.optim.Optimizer, enum.Enum))
+            and not is_atomic(leaf)
+            and not pystate.is_plain(leaf)
+            and (hasattr(leaf, "__dict__") or hasattr(type(leaf), "__slots__"))
+        )
         for leaf in leaves((args, kwargs))
     )
 
@@ -135,43 +139,87 @@ def rebuild_tuple(original: tuple[Any, ...], items: list[Any]) -> tuple[Any, ...
 
 
 def sync_module(source: torch.nn.Module, target: torch.nn.Module, memo: dict[int, Any]) -> None:
-    """Make `target` (the compiled side's copy) hold `source`'s state, keeping its identity.
+    """Make `target` (a long-lived copy of a module like `source`) hold `source`'s state, keeping
+    its identity and its tensors' addresses, completely: Restructured where it cannot.
 
-    Parameters and buffers are copied in place, plain Python attributes (training flags,
-    scales, counters) are copied over, and an attribute bound to another object is bound to
-    that object's copy (`memo`: the one `target` was copied with, so `self.current is
-    self.right` holds in the copy as in the caller's module), so the compiled module's guards
-    see what the caller's module holds, as they would if the caller had compiled it directly.
+    Parameters and buffers are copied in place; every other attribute of every submodule is
+    brought over (private ones, tensors outside the buffers, a `forward` swapped for a partial),
+    attributes `source` lacks are removed, and an attribute holding an object is copied afresh
+    with each of `source`'s modules and tensors standing for `target`'s (a partial bound to a
+    submodule is bound to the copy's), so the compiled module's guards see what the caller's
+    module holds, as they would if the caller had compiled it directly. Hooks cannot be brought
+    over: a module whose hooks differ is Restructured. `memo` is the one `target` was copied
+    with (it keeps the originals alive).
     """
     source_modules = dict(source.named_modules(remove_duplicate=False))
     target_modules = dict(target.named_modules(remove_duplicate=False))
     if source_modules.keys() != target_modules.keys():
         raise Restructured
+    # One memo for the whole tree, so objects two attributes share stay shared in the copy
+    # (`self.current is self.left`).
+    standing = _standing_for(source_modules, target_modules)
     with torch.no_grad():
         for name, src in source_modules.items():
             dst = target_modules[name]
-            for attr, value in pystate.plain_attributes(src).items():
-                setattr(dst, attr, pystate.copy_plain(value))
-            for attr, value in pystate.bound_attributes(src).items():
-                copied = clone_tree(value, memo)
-                if getattr(dst, attr, None) is not copied:
-                    setattr(dst, attr, copied)
-            for kind in ("_parameters", "_buffers"):
-                src_tensors, dst_tensors = getattr(src, kind), getattr(dst, kind)
-                if src_tensors.keys() != dst_tensors.keys():
+            if _compat.module_call_hooks(src) != _compat.module_call_hooks(dst):
+                raise Restructured
+            _sync_tensors(src, dst)
+            _sync_attributes(src.__dict__, dst.__dict__, standing)
+
+
+def _standing_for(
+    source_modules: dict[str, torch.nn.Module], target_modules: dict[str, torch.nn.Module]
+) -> dict[int, Any]:
+    """A copier memo: each of the source's modules and tensors -> the target's."""
+    memo: dict[int, Any] = {}
+    for name, src in source_modules.items():
+        dst = target_modules[name]
+        memo[id(src)] = dst
+        for kind in ("_parameters", "_buffers"):
+            for key, tensor in getattr(src, kind).items():
+                other = getattr(dst, kind).get(key)
+                if tensor is not None and other is not None:
+                    memo[id(tensor)] = other
+    return memo
+
+
+def _sync_tensors(src: torch.nn.Module, dst: torch.nn.Module) -> None:
+    for kind in ("_parameters", "_buffers"):
+        src_tensors, dst_tensors = getattr(src, kind), getattr(dst, kind)
+        if src_tensors.keys() != dst_tensors.keys():
+            raise Restructured
+        for key, tensor in src_tensors.items():
+            other = dst_tensors[key]
+            if tensor is None or other is None:
+                if (tensor is None) != (other is None):
                     raise Restructured
-                for key, tensor in src_tensors.items():
-                    other = dst_tensors[key]
-                    if tensor is None or other is None:
-                        if (tensor is None) != (other is None):
-                            raise Restructured
-                        continue
-                    if tensor.shape != other.shape or tensor.dtype != other.dtype:
-                        raise Restructured
-                    other.copy_(tensor)
-                    other.requires_grad_(tensor.requires_grad)
-                    if isinstance(tensor, torch.nn.Parameter):
-                        other.grad = None if tensor.grad is None else tensor.grad.clone()
+                continue
+            if tensor.shape != other.shape or tensor.dtype != other.dtype:
+                raise Restructured
+            other.copy_(tensor)
+            other.requires_grad_(tensor.requires_grad)
+            if isinstance(tensor, torch.nn.Parameter):
+                other.grad = None if tensor.grad is None else tensor.grad.clone()
+
+
+def _sync_attributes(src: dict[str, Any], dst: dict[str, Any], standing: dict[int, Any]) -> None:
+    """Every attribute but a module's tensors, submodules and hooks, brought over."""
+    for name in [name for name in dst if name not in src and name not in _SYNCED_ELSEWHERE]:
+        del dst[name]
+    for name, value in src.items():
+        if name in _SYNCED_ELSEWHERE:
+            continue
+        if pystate.is_plain(value) and not isinstance(value, (list, dict, set)):
+            dst[name] = pystate.copy_plain(value)
+            continue
+        copied = clone_tree(value, standing)
+        if dst.get(name) is not copied:
+            dst[name] = copied
+
+
+# A module's tensors and submodules are synced by name, its hooks compared; the compiler's marks
+# on the compiled copy stay.
+_SYNCED_ELSEWHERE = (_compat.MODULE_INTERNALS - {"training"}) | _compat.COMPILE_MARKS
 
 
 def tensor_pairs(
@@ -331,77 +379,6 @@ class _Mark:
 
 class Restructured(Exception):
     """The caller changed the module's structure; the compiled side starts from a new copy."""
-
-
-# --- state the check compares ------------------------------------------------------------------
-
-
-def _input_name(key: int | str) -> str:
-    return f"input {key}" if isinstance(key, int) else f"input {key!r}"
-
-
-def named_inputs(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[tuple[str, Any]]:
-    return [(_input_name(i), a) for i, a in enumerate(args)] + [
-        (_input_name(k), v) for k, v in kwargs.items()
-    ]
-
-
-def _module_state(module: torch.nn.Module, owner: str) -> dict[str, Any]:
-    prefix = f"{owner}: " if owner else ""
-    state: dict[str, Any] = {}
-    for name, param in module.named_parameters():
-        state[f"{prefix}parameter {name!r}"] = param.detach()
-        if param.grad is not None:
-            state[f"{prefix}.grad of parameter {name!r}"] = param.grad.detach()
-    for name, buffer in module.named_buffers():
-        state[f"{prefix}buffer {name!r}"] = buffer.detach()
-    for path, submodule in module.named_modules():
-        for name, value in pystate.plain_attributes(submodule).items():
-            state[f"{prefix}attribute {path + '.' if path else ''}{name}"] = value
-    return state
-
-
-def _optimizer_state(optimizer: torch.optim.Optimizer, owner: str) -> dict[str, Any]:
-    """Per-parameter state (tensors) and each group's hyper-parameters (`lr`, `momentum`...),
-    which a scheduler or the step itself may change."""
-    state: dict[str, Any] = {}
-    for g, group in enumerate(optimizer.param_groups):
-        for key, value in group.items():
-            if key != "params" and (isinstance(value, torch.Tensor) or pystate.is_plain(value)):
-                detached = value.detach() if isinstance(value, torch.Tensor) else value
-                state[f"{owner}: param_groups[{g}][{key!r}]"] = detached
-        for p, param in enumerate(group["params"]):
-            for key, value in optimizer.state.get(param, {}).items():
-                if isinstance(value, torch.Tensor):
-                    state[f"{owner}: optimizer state[{key!r}] of param_groups[{g}][{p}]"] = (
-                        value.detach()
-                    )
-    return state
-
-
-def state_after(
-    module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Everything a call may have changed, by display name: inputs, module and optimizer state."""
-    state: dict[str, Any] = {}
-    if module is not None:
-        state.update(_module_state(module, ""))
-    for name, value in named_inputs(args, kwargs):
-        for position, leaf in enumerate(leaves(value)):
-            label = name if leaf is value else f"{name}[{position}]"
-            if isinstance(leaf, torch.Tensor):
-                state[f"{label} after the call"] = leaf.detach()
-            elif isinstance(leaf, torch.nn.Module):
-                state.update(_module_state(leaf, label))
-            elif isinstance(leaf, torch.optim.Optimizer):
-                state.update(_optimizer_state(leaf, label))
-            elif hasattr(leaf, "__dict__") and not isinstance(leaf, type):
-                for attr, value in pystate.plain_attributes(leaf).items():
-                    state[f"{label}.{attr} after the call"] = value
-                for attr, value in vars(leaf).items():  # a cache's tensors, written in place
-                    if isinstance(value, torch.Tensor) and not attr.startswith("_"):
-                        state[f"{label}.{attr} after the call"] = value.detach()
-    return state
 
 
 @dataclass

@@ -106,15 +106,11 @@ def by_identity(value: Any) -> bool:
 
 
 def held(value: Any) -> Children | None:
-    """What an object that compares by identity holds, by attribute name: its instance state;
-    None where it keeps none in a `__dict__` (slots, or a C type), and cannot be compared."""
-    try:
-        state = getattr(value, "__dict__", None)
-    except Exception:  # a __dict__ that refuses to be read
+    """What an object that compares by identity holds, by attribute name: its instance state
+    (`__dict__` and slots); None where it keeps none there (a C type), and cannot be compared."""
+    if static_dict(value) is None and not slots(value):
         return None
-    if not isinstance(state, dict):
-        return None
-    return [(f".{name}", item) for name, item in sorted(state.items())]
+    return [(f".{name}", item) for name, item in sorted(object_attributes(value).items())]
 
 
 _PLAIN_TYPES = (bool, int, float, complex, str, bytes, torch.dtype, torch.device, torch.Size)
@@ -149,4 +145,86 @@ def _dense_view(value: Any) -> bool:
     return not isinstance(value, Tensor | type) and callable(getattr(value, "to_dense", None))
 
 
-__all__ = ["Children", "by_identity", "children", "containers", "held", "leaves", "tensors"]
+# --- objects, read statically ---------------------------------------------------------------
+
+
+def static_dict(obj: Any) -> dict[str, Any] | None:
+    """An object's instance `__dict__`, read without its `__getattr__`, properties or proxies."""
+    try:
+        held = object.__getattribute__(obj, "__dict__")
+    except Exception:
+        return None
+    return held if type(held) is dict else None
+
+
+def slots(obj: Any) -> dict[str, Any]:
+    """An object's slots, by the name its class's namespace holds (a private name mangled),
+    each with its member descriptor."""
+    found: dict[str, Any] = {}
+    for cls in type(obj).__mro__:
+        declared = vars(cls).get("__slots__", ())
+        for name in (declared,) if isinstance(declared, str) else declared:
+            if name.startswith("__") and not name.endswith("__"):
+                name = f"_{cls.__name__.lstrip('_')}{name}"
+            member = vars(cls).get(name)
+            if type(member) is types.MemberDescriptorType:
+                found.setdefault(name, member)
+    return found
+
+
+EMPTY: Any = object()  # what `slot_value` gives for a slot that holds nothing
+
+
+def slot_value(obj: Any, member: Any) -> Any:
+    """What one slot holds (`member`: its descriptor, from `slots`), or EMPTY."""
+    try:
+        return member.__get__(obj, type(obj))
+    except AttributeError:  # an empty slot
+        return EMPTY
+
+
+def object_attributes(obj: Any) -> dict[str, Any]:
+    """An object's attributes: its `__dict__` and the slots that hold a value."""
+    held = dict(static_dict(obj) or {})
+    for name, member in slots(obj).items():
+        value = slot_value(obj, member)
+        if value is not EMPTY:
+            held[name] = value
+    return held
+
+
+def set_attributes(obj: Any, values: dict[str, Any]) -> None:
+    """Make an object's attributes (its `__dict__` and slots) exactly `values`, each bound to
+    the object given, without its `__setattr__`: the ones not in `values` go."""
+    members = slots(obj)
+    for name, member in members.items():
+        now = slot_value(obj, member)
+        if name in values and now is not values[name]:
+            member.__set__(obj, values[name])
+        elif name not in values and now is not EMPTY:
+            member.__delete__(obj)
+    held = static_dict(obj)
+    if held is None:
+        return
+    for name in [name for name in held if name not in values]:
+        del held[name]
+    for name, value in values.items():
+        if name not in members and (name not in held or held[name] is not value):
+            held[name] = value
+
+
+__all__ = [
+    "EMPTY",
+    "Children",
+    "by_identity",
+    "children",
+    "containers",
+    "held",
+    "leaves",
+    "object_attributes",
+    "set_attributes",
+    "slot_value",
+    "slots",
+    "static_dict",
+    "tensors",
+]

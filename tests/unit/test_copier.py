@@ -121,3 +121,29 @@ def test_a_memo_names_only_the_originals_it_copied_not_temporaries() -> None:
     clone_tree(originals, memo)
     copied_ids = {key for key, value in memo.items() if isinstance(value, torch.Tensor)}
     assert copied_ids <= {id(t) for t in originals}
+
+
+class ClearsOnGetstate:
+    """pyro's AutoGuide: its `__getstate__` clears fields of the live object."""
+
+    def __init__(self) -> None:
+        self.model = Config()
+        self.weight = torch.ones(2)
+
+    def __getstate__(self) -> dict[str, Any]:
+        self.model = None  # type: ignore[assignment]
+        return dict(vars(self))
+
+
+def test_copying_never_changes_the_original_even_where_its_copy_protocol_does() -> None:
+    original = ClearsOnGetstate()
+    model = original.model
+    copied = clone_tree(original)
+    assert original.model is model
+    assert isinstance(copied.model, Config) and copied.model is not model
+    assert torch.equal(copied.weight, original.weight) and copied.weight is not original.weight
+
+
+def test_a_top_level_sentinel_of_a_module_is_shared_whatever_its_class() -> None:
+    holder = Holder(SENTINEL)  # `object()`: its class is no module's
+    assert clone_tree(holder).held[0] is SENTINEL

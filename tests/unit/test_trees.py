@@ -45,10 +45,18 @@ class Dense:
 
 
 class Opaque:
+    """Keeps no state a walk can see (no __dict__, no slots): a C object's stand-in."""
+
+    __slots__ = ()
+
+
+class Slotted:
+    """Compares by identity; holds its state in slots."""
+
     __slots__ = ("value",)
 
-    def __init__(self) -> None:
-        self.value = 1
+    def __init__(self, value: torch.Tensor) -> None:
+        self.value = value
 
 
 class Held:
@@ -132,6 +140,12 @@ def test_an_opaque_output_is_reported_not_compared_never_by_identity() -> None:
     (leaf,) = report.leaves
     assert not leaf.judged
     assert leaf.note.startswith("output: cannot compare a Opaque (")
+
+
+def test_objects_with_slots_are_compared_by_their_slots() -> None:
+    assert _compare(Slotted(torch.ones(2)), Slotted(torch.ones(2))).ok
+    report = _compare(Slotted(torch.ones(2)), Slotted(torch.full((2,), 2.0)))
+    assert [leaf.leaf for leaf in report.failures] == ["output.value"]
 
 
 def test_objects_that_compare_by_identity_are_compared_by_what_they_hold() -> None:
