@@ -304,14 +304,21 @@ def _triage(item: pytest.Item, exc: BaseException, checker: Any) -> None:
             root = factory.getbasetemp() / "torchcompile"
         else:  # an item type that takes no fixtures
             root = Path(tempfile.mkdtemp(prefix="pytest-torchcompile-"))
+    key = getattr(recorder, "failure_key", None)
+    run = item.config.stash[RUN_KEY]
     try:
-        found = triage.triage(
-            recorder,
-            checker.settings,
-            root / triage.directory_name(item.nodeid),
-            bisect=settings.bisect,
-            title=item.nodeid,
-        )
+        if key is not None and key in run.triaged:
+            found = triage.reused(*run.triaged[key])
+        else:
+            found = triage.triage(
+                recorder,
+                checker.settings,
+                root / triage.directory_name(item.nodeid),
+                bisect=settings.bisect,
+                title=item.nodeid,
+            )
+            if key is not None:
+                run.triaged[key] = (item.nodeid, found)
     except Exception as error:  # triage must never hide the test's own failure
         exc.add_note(f"{NOTE_PREFIX}triage failed: {type(error).__name__}: {error}")
         return

@@ -50,6 +50,9 @@ class Run:
     # this process's coverage records listed already
     functions: dict[Any, Any] = field(default_factory=dict)
     listed_functions: set[str] = field(default_factory=set)
+    # Zero-change mode's divergences triaged in this process: failure key -> (the test, what
+    # its triage found), so a later test failing the same way reuses it (triage.Triage)
+    triaged: dict[Any, tuple[str, Any]] = field(default_factory=dict)
     cache: caches.CachePlan | None = None  # --compile-cache
     cache_counts: dict[str, int] = field(default_factory=dict)  # its hits and misses, all processes
 

@@ -8,15 +8,15 @@ work: the stage bisect and artifacts (triage.py) and the standalone repro (repro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from pytest_torchcompile.running.copier import clone_tree
-from pytest_torchcompile.running.sides import RngState
 from pytest_torchcompile.running.trees import leaves
+from pytest_torchcompile.running.world import RngState
 
 
 @dataclass
@@ -52,6 +52,9 @@ class Recorder:
         # compile"; "" otherwise. A fresh replay compiles static graphs, so triage also
         # replays with dynamic shapes.
         self.session_graphs = ""
+        # Zero-change mode: what makes two divergences the same (the class or function, its
+        # structure and input signature, the leaves that differ): triaged once per session.
+        self.failure_key: Hashable | None = None
 
     def record(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]

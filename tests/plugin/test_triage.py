@@ -319,3 +319,48 @@ def test_a_callable_the_repro_cannot_rebuild_is_named(pytester, tmp_path):
     )
     done = run_copied(next((pytester.path / "out").glob("*/repro.py")).parent, tmp_path)
     assert done.returncode == 2 and "could not be rebuilt" in done.stdout
+
+
+REPEATED = """
+import torch
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.linear(x).sin()
+
+def test_first():
+    Block()(torch.randn(3, 4))
+
+def test_second():
+    Block()(torch.ones(3, 4))
+
+def test_another_signature():
+    Block()(torch.ones(5, 4))
+"""
+
+
+def test_zero_change_mode_triages_one_divergence_once_per_session(pytester):
+    # The same class, structure, input signature and differing leaf: one bisect, reused with
+    # its repro and artifacts (and said so); another input signature is triaged on its own.
+    pytester.makepyfile(test_repeated=REPEATED)
+    result = pytester.runpytest(
+        "--compile-parity=all",
+        "--compile-parity-every-call",
+        "--compile-backend=planted:corrupt_output",
+    )
+    result.assert_outcomes(failed=3)
+    output = result.stdout.str()
+    assert output.count("triage took") == 2
+    result.stdout.fnmatch_lines(
+        ["*triage: reused from test_repeated.py::test_first, which diverged the same way*"]
+    )
+    assert (
+        output.count(
+            "stage: Dynamo OK, AOTAutograd OK, decompositions OK -> planted:corrupt_output diverges"
+        )
+        >= 3
+    )
