@@ -16,7 +16,18 @@ gets its own fresh `TORCHINDUCTOR_CACHE_DIR` (a cold compile cache, as on CI) an
 backend name goes to `--backend` (`none`, the checker with no compiler, where the plugin has it).
 The project's own examples use the fixture, so their plain run is `--plain=--compile-parity=off`.
 `--parity-args` go to the parity runs only (`--compile-parity-functions=mylib`); each parity run
-writes a JSON report, from which the table counts the tests that reached a check.
+writes a JSON report, from which the table counts the tests that reached a check and takes
+the compile time (the compile part of its costs: the user's compiles and the checker's own).
+
+`--peer BACKEND` runs the suite once more per backend the way PyTorch CI runs its own suites
+under compile (benchmarks/peer.py: each test wrapped in `torch._dynamo.optimize(backend,
+nopython=False)`, Dynamo reset around it, the test's own assertions the only oracle), the
+alternative zero-change mode is judged against; `--peer-planted NAME` does so under a planted
+backend, and `--peer-args` go to the peer runs only (`--peer-no-compiled-autograd`). The table
+says for each run its compile time (the peer's: Dynamo's own sum over its tests), how many
+changed verdicts are compile failures of the whole test body (a Dynamo or backend exception,
+not the test's own assertion), and how many tests that pass plainly now fail (under a planted
+backend: the bugs each way catches).
 
 Set-up (a virtual environment that reuses the installed torch, so pip cannot resolve another
 one), e.g. for torch-optimizer, whose tests ship in its sdist:
@@ -67,7 +78,8 @@ class Run:
     wall: float = 0.0
     cpu: float = 0.0
     timed_out: bool = False
-    report: dict[str, Any] | None = None  # a parity run's --compile-report
+    report: dict[str, Any] | None = None  # a parity run's --compile-report, a peer's --peer-report
+    properties: dict[str, dict[str, str]] = field(default_factory=dict)  # JUnit, per test
 
     def counts(self) -> str:
         tally: dict[str, int] = {}
@@ -93,6 +105,19 @@ class Run:
         tests = len(coverage.get("tests", []))
         return f"{reached['checked']} + {reached['checked earlier']} / {tests}"
 
+    def compile_time(self) -> str:
+        """Seconds compiling: a parity run's compile cost (the user's compiles and those the
+        checker adds), a peer run's sum of Dynamo's compile time over its tests."""
+        totals = (self.report or {}).get("totals")
+        if totals is None:
+            return "-"
+        seconds = totals.get("costs", {}).get("seconds", {}).get("compile")
+        return f"{totals['compile_time_s'] if seconds is None else seconds:.1f} s"
+
+    def compile_failure(self, name: str) -> str:
+        """The exception type where compiling a peer run's whole test body failed the test."""
+        return self.properties.get(name, {}).get("peer.compile_failure", "")
+
 
 def _tests_dir(python: str, package: str, under: str) -> str:
     code = f"import os, {package} as p; print(os.path.join(os.path.dirname(p.__file__), {under!r}))"
@@ -111,25 +136,33 @@ def _plugin_installed(python: str) -> bool:
     return done.stdout.strip() == "True"
 
 
-def _junit(path: str) -> tuple[dict[str, str], dict[str, str]]:
-    """(verdict, first line of the failure or error message) per test of a JUnit XML file."""
-    verdicts: dict[str, str] = {}
-    messages: dict[str, str] = {}
+def _junit(path: str, run: Run) -> None:
+    """The verdict, first line of the failure or error message and properties of each test of
+    a JUnit XML file, into `run`."""
     if not os.path.exists(path):
-        return verdicts, messages
+        return
     for case in ET.parse(path).getroot().iter("testcase"):
         name = f"{case.get('classname')}::{case.get('name')}"
-        verdicts[name] = "passed"
+        run.verdicts[name] = "passed"
         for child in case:
             if child.tag in ("failure", "error", "skipped"):
-                verdicts[name] = child.tag
+                run.verdicts[name] = child.tag
                 text = child.get("message") or child.text or ""
-                messages[name] = text.strip().splitlines()[0][:200] if text.strip() else ""
-    return verdicts, messages
+                run.messages[name] = text.strip().splitlines()[0][:200] if text.strip() else ""
+        properties = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+        if properties:
+            run.properties[name] = properties
 
 
-def _run(name: str, args: argparse.Namespace, tests: list[str], extra: list[str]) -> Run:
-    """Run pytest once on the suite in a scratch directory, with a fresh Inductor cache."""
+def _run(
+    name: str,
+    args: argparse.Namespace,
+    tests: list[str],
+    extra: list[str],
+    report_option: str | None = None,
+) -> Run:
+    """Run pytest once on the suite in a scratch directory, with a fresh Inductor cache;
+    `report_option` names the option that writes the run's JSON report."""
     run = Run(name)
     with tempfile.TemporaryDirectory(prefix="tp-") as scratch:
         junit = os.path.join(scratch, "junit.xml")
@@ -142,8 +175,8 @@ def _run(name: str, args: argparse.Namespace, tests: list[str], extra: list[str]
         command += [f"--junitxml={junit}", *extra, *args.pytest_args]
         slug = re.sub(r"[^\w.-]+", "_", name)
         report = Path(args.out or scratch, f"{slug}.json")
-        if "--compile-parity=all" in extra:
-            command.append(f"--compile-report={report}")
+        if report_option:
+            command.append(f"{report_option}={report}")
         log = Path(args.out or scratch, f"{slug}.txt")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         started = time.perf_counter()
@@ -168,7 +201,7 @@ def _run(name: str, args: argparse.Namespace, tests: list[str], extra: list[str]
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         run.cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         run.output = log.read_text(errors="replace")
-        run.verdicts, run.messages = _junit(junit)
+        _junit(junit, run)
         if report.exists():
             run.report = json.loads(report.read_text())
         if args.out and os.path.exists(junit):
@@ -194,7 +227,7 @@ def _stop(child: subprocess.Popen[bytes]) -> None:
 
 
 def _import_path(scratch: str) -> str:
-    """A folder holding only the plugin and the planted backends (as `planted`).
+    """A folder holding only the plugin, the planted backends (as `planted`) and the peer.
 
     Not this checkout's root: its `tests` package would shadow a suite's own `tests` namespace
     package (torch-optimizer's `from tests.utils import ...`).
@@ -203,6 +236,7 @@ def _import_path(scratch: str) -> str:
     folder.mkdir()
     (folder / "pytest_torchcompile").symlink_to(ROOT / "pytest_torchcompile")
     (folder / "planted.py").symlink_to(ROOT / "tests" / "planted.py")
+    (folder / "peer.py").symlink_to(ROOT / "benchmarks" / "peer.py")
     return str(folder)
 
 
@@ -223,26 +257,70 @@ def _summary(output: str) -> list[str]:
     return lines[start:end]
 
 
-def _changed(plain: Run, run: Run) -> list[str]:
-    """Each test whose verdict differs from the plain run's, with its failure's first line."""
+def _changed_names(plain: Run, run: Run) -> list[str]:
+    """The tests whose verdict differs from the plain run's."""
     ran = run.verdicts if run.timed_out else plain.verdicts  # a timed-out run: the tests it ran
-    names = sorted(
+    return sorted(
         n for n in ran if n in plain.verdicts and run.verdicts.get(n) != plain.verdicts[n]
     )
+
+
+def _changed(plain: Run, run: Run) -> list[str]:
+    """Each test whose verdict differs from the plain run's, with its failure's first line (and
+    for a peer run, the compile error where compiling the test body failed it)."""
     return [
         f"{n}: {plain.verdicts[n]} -> {run.verdicts.get(n, 'not run')}"
+        + (f" (compile failure: {run.compile_failure(n)})" if run.compile_failure(n) else "")
         + (f"\n      {run.messages[n]}" if run.messages.get(n) else "")
-        for n in names
+        for n in _changed_names(plain, run)
     ]
 
 
-def _row(run: Run, plain: Run) -> str:
-    ratio = f"{run.wall / plain.wall:.2f}x" if plain.wall and run is not plain else "-"
-    changed = "-" if run is plain else str(len(_changed(plain, run)))
-    return (
-        f"| {run.name} | {len(run.verdicts)} | {run.counts()} | {changed} | {run.calls()} "
-        f"| {run.reached()} | {run.wall:.0f} s | {run.cpu:.0f} s | {ratio} |"
+def _compile_failures(plain: Run, run: Run) -> list[str]:
+    """The changed tests a peer run failed because compiling the whole test body raised."""
+    return [n for n in _changed_names(plain, run) if run.compile_failure(n)]
+
+
+def _newly_failing(plain: Run, run: Run) -> list[str]:
+    """The tests that pass plainly and fail in `run`."""
+    return sorted(
+        n
+        for n in plain.verdicts
+        if plain.verdicts[n] == "passed" and run.verdicts.get(n) == "failure"
     )
+
+
+def _row(run: Run, plain: Run, peer: bool = False) -> str:
+    if run is plain:
+        changed = failures = newly = "-"
+        ratio = "-"
+    else:
+        changed = str(len(_changed_names(plain, run)))
+        failures = str(len(_compile_failures(plain, run))) if peer else "-"
+        newly = str(len(_newly_failing(plain, run)))
+        ratio = f"{run.wall / plain.wall:.2f}x" if plain.wall else "-"
+    return (
+        f"| {run.name} | {len(run.verdicts)} | {run.counts()} | {changed} | {failures} | {newly} "
+        f"| {run.calls()} | {run.reached()} | {run.compile_time()} | {run.wall:.0f} s "
+        f"| {run.cpu:.0f} s | {ratio} |"
+    )
+
+
+def _peer(name: str, args: argparse.Namespace, tests: list[str], plain_args: list[str]) -> Run:
+    """One peer run (benchmarks/peer.py): the plain run with each test compiled as PyTorch CI
+    compiles its own, under backend `name`; prints what changed against the plain run."""
+    extra = [*plain_args, "-p", "peer", f"--peer-backend={name}", *args.peer_args.split()]
+    return _run(f"peer:{name}", args, tests, extra, "--peer-report")
+
+
+def _print_peer(run: Run, plain: Run) -> None:
+    changed, failures = _changed(plain, run), _compile_failures(plain, run)
+    print(f"\n{run.name}: {run.wall:.1f}s wall, {run.cpu:.1f}s CPU", end="")
+    print(f" ({run.wall / plain.wall:.2f}x the plain run's wall){' TIMED OUT' * run.timed_out}")
+    newly = len(_newly_failing(plain, run))
+    print(f"  compile time: {run.compile_time()}; passing tests now failing: {newly}")
+    print(f"  verdicts changed: {len(changed)} ({len(failures)} compile failures of the test body)")
+    print("".join(f"    {c}\n" for c in changed), end="")
 
 
 def main() -> int:
@@ -255,9 +333,18 @@ def main() -> int:
     parser.add_argument("--tests", nargs="+", help="test paths or node ids instead (from --cwd)")
     parser.add_argument("--cwd", help="directory to run pytest from (default: a scratch dir)")
     parser.add_argument("--env", action="append", default=[], help="KEY=VALUE for the suite")
-    parser.add_argument("--backend", action="append", default=[], help="backends to run under")
     parser.add_argument(
-        "--planted", action="append", default=[], help="planted backends (tests/planted.py)"
+        "--backend",
+        action="append",
+        default=[],
+        help="a backend to run under, with more parity arguments after it if any "
+        "('aot_eager --compile-parity-fresh')",
+    )
+    parser.add_argument(
+        "--planted",
+        action="append",
+        default=[],
+        help="a planted backend (tests/planted.py), with more parity arguments after it if any",
     )
     parser.add_argument(
         "--plain",
@@ -269,6 +356,23 @@ def main() -> int:
         "--parity-args",
         default="",
         help="pytest arguments of the parity runs only, e.g. --compile-parity-functions=mylib",
+    )
+    parser.add_argument(
+        "--peer",
+        action="append",
+        default=[],
+        help="backends to run the peer under (benchmarks/peer.py: PyTorch CI's way)",
+    )
+    parser.add_argument(
+        "--peer-planted",
+        action="append",
+        default=[],
+        help="planted backends (tests/planted.py) to run the peer under",
+    )
+    parser.add_argument(
+        "--peer-args",
+        default="",
+        help="pytest arguments of the peer runs only, e.g. --peer-no-compiled-autograd",
     )
     parser.add_argument("--timeout", type=float, default=3600, help="seconds per pytest run")
     parser.add_argument("--out", help="folder for each run's output, JUnit XML and table")
@@ -288,28 +392,27 @@ def main() -> int:
     print(f"plain run: {plain.wall:.1f}s wall, {plain.cpu:.1f}s CPU")
     rows = [_row(plain, plain)]
     status = 0
-    for backend in args.backend:
-        extra = [*load, "--compile-parity=all", f"--compile-backend={backend}", *parity]
-        run = _run(backend, args, tests, extra)
+    for spec in args.backend:
+        backend, *more = spec.split()
+        extra = [*load, "--compile-parity=all", f"--compile-backend={backend}", *parity, *more]
+        run = _run(spec, args, tests, extra, "--compile-report")
         changed = _changed(plain, run)
-        print(f"\n--compile-backend={backend}: {run.wall:.1f}s wall, {run.cpu:.1f}s CPU", end="")
+        print(f"\n--compile-backend={spec}: {run.wall:.1f}s wall, {run.cpu:.1f}s CPU", end="")
         print(f" ({run.wall / plain.wall:.2f}x the plain run's wall){' TIMED OUT' * run.timed_out}")
         print(f"  verdicts changed: {len(changed)}" + "".join(f"\n    {c}" for c in changed))
         print("\n".join(f"  {line}" for line in _summary(run.output)))
         rows.append(_row(run, plain))
         status |= bool(changed) or run.timed_out
-    for planted in args.planted:
+    for spec in args.planted:
+        planted, *more = spec.split()
         run = _run(
-            f"planted:{planted}",
+            f"planted:{spec}",
             args,
             tests,
-            [*load, "--compile-parity=all", f"--compile-backend=planted:{planted}", *parity],
+            [*load, "--compile-parity=all", f"--compile-backend=planted:{planted}", *parity, *more],
+            "--compile-report",
         )
-        newly = sorted(
-            n
-            for n in plain.verdicts
-            if plain.verdicts[n] == "passed" and run.verdicts.get(n) == "failure"
-        )
+        newly = _newly_failing(plain, run)
         print(f"\nplanted:{planted}: {len(newly)} passing tests now fail ({run.wall:.1f}s)")
         named = sorted(
             set(
@@ -323,11 +426,16 @@ def main() -> int:
         )
         print("\n".join(f"  {line}" for line in _summary(run.output)))
         rows.append(_row(run, plain))
+    for backend in [*args.peer, *(f"planted:{name}" for name in args.peer_planted)]:
+        run = _peer(backend, args, tests, plain_args)
+        _print_peer(run, plain)
+        rows.append(_row(run, plain, peer=True))
     table = [
-        "| run | tests | verdicts | changed | calls checked / diverged / skipped "
-        "| tests with a call checked + checked earlier / intercepted | wall | CPU "
+        "| run | tests | verdicts | changed | of them compile failures of the test body "
+        "| passing now failing | calls checked / diverged / skipped "
+        "| tests with a call checked + checked earlier / intercepted | compile | wall | CPU "
         "| wall vs plain |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *rows,
     ]
     print("\n" + "\n".join(table))
