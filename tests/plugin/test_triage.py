@@ -351,6 +351,7 @@ def test_zero_change_mode_triages_one_divergence_once_per_session(pytester):
         "--compile-parity=all",
         "--compile-parity-every-call",
         "--compile-backend=planted:corrupt_output",
+        "-rN",  # on CI (CI set) pytest's short summary repeats each whole failure message
     )
     result.assert_outcomes(failed=3)
     output = result.stdout.str()
