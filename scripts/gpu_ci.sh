@@ -3,6 +3,9 @@
 #
 #   bash scripts/gpu_ci.sh            # from the repository root, on the GPU host
 #   WORKERS=14 bash scripts/gpu_ci.sh # the tests spread over 14 xdist workers (default: 14)
+#   TESTS="tests/gpu tests/plugin/test_docs_blocks.py" EXAMPLES=0 bash scripts/gpu_ci.sh
+#                                     # a part of the suite (the device's calls are 10 minutes
+#                                     # at most: the whole suite takes about two such calls)
 #
 # CI has no GPU: this is what stands behind any claim of GPU support. It installs the plugin
 # without resolving anything (the host has torch, Triton, pytest, Hypothesis and xdist, and no
@@ -44,7 +47,10 @@ step() {  # step NAME COMMAND...: run it, log it, keep its closing line
     [ "$code" -eq 0 ] || status=1
 }
 : >"$logs/summary.txt"
-step tests python3 -m pytest -n "$workers" -p no:cacheprovider tests --durations=25
-step examples python3 -m pytest -p no:cacheprovider examples --compile-backend=inductor
+# shellcheck disable=SC2086  # TESTS is a list of paths
+step tests python3 -m pytest -n "$workers" -p no:cacheprovider ${TESTS:-tests} -rfE --durations=25
+if [ "${EXAMPLES:-1}" = 1 ]; then
+    step examples python3 -m pytest -p no:cacheprovider examples --compile-backend=inductor
+fi
 cat "$logs/summary.txt"
 exit "$status"

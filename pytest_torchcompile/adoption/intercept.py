@@ -26,6 +26,7 @@ progress makes it outermost; the calls it makes are "inside checked" once it is 
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable, Hashable
 from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass
@@ -128,6 +129,7 @@ class Interceptor:
         )
         self._constructions = constructions  # the test's: paused while the checker copies
         self._busy = False  # a module call or a check is in progress: calls pass straight through
+        self._plain_s = 0.0  # the test's own call, of the call being intercepted
         self._open = False  # the test body runs: a wrapper someone kept afterwards passes through
         self._nested: set[str] = set()  # functions the outermost call in progress made
         self._worlds: dict[int, tuple[Callable[..., Any], World]] = {}  # by id of a callable
@@ -186,12 +188,28 @@ class Interceptor:
     def _plain(self, call: _Call) -> Any:
         """The test's own call, with every call inside it passed straight through."""
         self._busy = True
+        started = time.perf_counter()
         try:
             return call.run()
         finally:
+            self._plain_s += time.perf_counter() - started
             self._busy = False
 
     def _intercept(self, call: _Call) -> Any:
+        """Check the call, and count the time spent on it besides the test's own call and the
+        checker's parts: under "skipped calls" where it was then not checked, else under
+        "intercepting" (the time outside the breakdown is counted too)."""
+        started, self._plain_s = time.perf_counter(), 0.0
+        seconds = self.checker.costs.seconds
+        counted = sum(seconds.values())
+        try:
+            return self._intercept_call(call)
+        finally:
+            own = time.perf_counter() - started - self._plain_s - (sum(seconds.values()) - counted)
+            skipped = self._last[2] == "skipped"
+            seconds["skipped calls" if skipped else "intercepting"] += max(own, 0.0)
+
+    def _intercept_call(self, call: _Call) -> Any:
         self.outermost_calls += 1
         number = self.outermost_calls
         self._nested = set()

@@ -17,10 +17,25 @@ from dataclasses import dataclass, field
 
 from pytest_torchcompile.counting.records import CostRecord
 
-PARTS = ("compile", "compiled side", "eager side", "comparing", "re-runs", "triage")
+PARTS = (
+    "compile",
+    "compiled side",
+    "eager side",
+    "comparing",
+    "re-runs",
+    "triage",
+    "intercepting",
+    "skipped calls",
+)
 """The parts of a test's checking time, in the order the report lists them. "compiled side" is
 its run without the compile time in it; "re-runs" are the float64 reference, eager again, the
-rounding-noise runs and the control."""
+rounding-noise runs and the control. In zero-change mode, "intercepting" is what the
+interceptor does around the checks it makes (selecting, snapshotting the call and the world
+around it, putting the world back), and "skipped calls" all it spent on calls it then did not
+check (their walks and copies, and any part of a check they began), beyond the test's own call."""
+
+ZERO_CHANGE_PARTS = ("intercepting", "skipped calls")
+"""Parts only zero-change mode spends on: a line shows them where they are not zero."""
 
 AS_USER = "compiled again as you compile it, for random draws (fallback_random off)"
 FRESH_CACHE = "a fresh compile cache after the recompile limit"
@@ -82,7 +97,9 @@ class Costs:
 
 def line(record: CostRecord) -> str:
     """`time: compile 1.20s, compiled side 0.05s, ...; compiles the checker added: ...`."""
-    parts = ", ".join(f"{part} {record['seconds'].get(part, 0.0):.2f}s" for part in PARTS)
+    seconds = record["seconds"]
+    shown = [p for p in PARTS if p not in ZERO_CHANGE_PARTS or seconds.get(p, 0.0) >= 0.005]
+    parts = ", ".join(f"{part} {seconds.get(part, 0.0):.2f}s" for part in shown)
     added = record["added_compiles"]
     extra = "; ".join(f"{n} {reason}" for reason, n in added.items()) if added else "none"
     checks = record.get("checks", {})
@@ -116,6 +133,7 @@ __all__ = [
     "FAULT_RETRY",
     "FRESH_CACHE",
     "PARTS",
+    "ZERO_CHANGE_PARTS",
     "Costs",
     "line",
     "totals",

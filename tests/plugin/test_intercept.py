@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 SUITE = """
@@ -337,3 +339,44 @@ def test_hypothesis_tests_are_intercepted_without_deadline_failures(hypothesis_p
     )
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*intercepted module calls in 1 test(s): * 0 diverged*"])
+
+
+def test_the_time_spent_on_calls_then_skipped_is_counted_under_its_own_name(pytester):
+    # Each call walks the world around it and snapshots its inputs before it knows whether it is
+    # checked: the calls then skipped (here: they raise, and are not replayed) cost time the
+    # breakdown must show, not leave outside it.
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        REGISTRY = {i: [i] * 20 for i in range(2000)}  # reached by forward: captured each call
+
+        class Block(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.linear = torch.nn.Linear(4, 4)
+
+            def forward(self, x):
+                REGISTRY[0].append(1)
+                if x.sum() < 0:
+                    raise ValueError("negative")
+                return self.linear(x)
+
+        def test_many_calls():
+            block = Block()
+            block(torch.ones(2, 4))
+            large = -torch.ones(1000, 1000, 4)  # 16 MB, snapshotted before each call
+            for _ in range(30):
+                with pytest.raises(ValueError):
+                    block(large)
+        """
+    )
+    result = pytester.runpytest(
+        "--compile-parity=all", "--compile-backend=aot_eager", "--compile-report=r.json"
+    )
+    result.assert_outcomes(passed=1)
+    test = json.loads((pytester.path / "r.json").read_text())["tests"]
+    (record,) = test.values()
+    seconds = record["costs"]["seconds"]
+    assert seconds["skipped calls"] > 0.005 and seconds["intercepting"] > 0
+    result.stdout.fnmatch_lines(["*time: compile *, intercepting *s, skipped calls *s;*"])
