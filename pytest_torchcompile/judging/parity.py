@@ -7,14 +7,14 @@ raised eager's exception type or a subclass of it. Outputs (any pytree), the sta
 the gradients are walked in that order; each tensor leaf's metadata is compared, then its values:
 by the plain tolerance with the reduction-order noise floor (`closeness`), then, for a floating
 leaf that fails it, by the rules in `rules` in the README's order, each consulting the re-runs it
-needs (the float64 reference, eager's rounding noise, eager again), lazily and at most once a call.
+needs (the float64 reference, eager's rounding noise, eager again; `reruns` runs them lazily and
+at most once a call). A failure the control run shows too is the checker's: not judged.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -24,11 +24,10 @@ from torch import Tensor
 
 from pytest_torchcompile import _compat
 from pytest_torchcompile.errors import ParityError, UncopyableInputError
-from pytest_torchcompile.judging import judges, rules, samples
+from pytest_torchcompile.judging import judges, rules
 from pytest_torchcompile.judging.closeness import (
     Settled,
     dense,
-    distance,
     is_inexact,
     noise_floor,
     num,
@@ -36,18 +35,13 @@ from pytest_torchcompile.judging.closeness import (
     plainly_close,
     plainly_close_all,
     reads_wait,
-    same_nonfinite,
     value_lines,
 )
-from pytest_torchcompile.judging.judges import Noise, Reproduction, RowSample, Verdict
+from pytest_torchcompile.judging.judges import Verdict
+from pytest_torchcompile.judging.reruns import Reruns, RowRuns, exc_text, nodes_by_name
 from pytest_torchcompile.running import trees
 from pytest_torchcompile.running.sides import SideResult, Stopwatch
 from pytest_torchcompile.running.snapshot import Unfaithful
-
-RowRuns = Callable[[int, Tensor], dict[str, Callable[[], SideResult]]]
-"""The re-runs on some rows (indices along the first dimension) of a call whose batch has that
-many rows: eager plainly ("plain") and the rounding-noise runs; {} where the call's batch has
-another length."""
 
 # torch.testing.assert_close's default (rtol, atol) per dtype, copied from
 # torch/testing/_comparison.py (torch 2.11 to 2.13) because its accessor is private.
@@ -61,7 +55,6 @@ _DEFAULT_TOLERANCES: dict[torch.dtype, tuple[float, float]] = {
     torch.complex64: (1.3e-6, 1e-5),
     torch.complex128: (1e-7, 1e-7),
 }
-_EXCEPTION_TEXT_LIMIT = 2000
 
 
 @dataclass(frozen=True)
@@ -192,8 +185,8 @@ def compare(
     bounded (`samples.Bound`): a leaf whose noise runs would pass the bound is judged on a
     sample of its rows.
     """
-    reruns = _Reruns(
-        options,
+    reruns = Reruns(
+        options.tolerances,
         reference,
         eager_again,
         perturbed,
@@ -218,50 +211,11 @@ def compare_metadata(
     type), pytree structure, and each tensor leaf's metadata (shape, dtype, device, layout,
     requires_grad, output strides where significant). Values are not compared. A difference the
     `control` shows too is the checker's, not judged."""
-    reruns = _Reruns(options, None, None, None, None, None, control=control)
+    reruns = Reruns(options.tolerances, None, None, None, None, None, control=control)
     return _MetadataComparer(options, reruns).compare(eager, compiled)
 
 
 # --- the walk over both sides ---------------------------------------------------------------
-
-
-class _Rerun:
-    """A lazily called, memoised re-run (reference or second eager), indexed by leaf name."""
-
-    def __init__(self, thunk: Callable[[], SideResult] | None) -> None:
-        self._thunk = thunk
-        self._result: SideResult | None = None
-        self._index: dict[str, Any] = {}
-        self._watch = Stopwatch()
-
-    @property
-    def given(self) -> bool:
-        return self._thunk is not None
-
-    @property
-    def ran(self) -> bool:
-        return self._result is not None
-
-    @property
-    def seconds(self) -> float:
-        """What running it took (on a GPU, until the device finished it); 0 before it ran."""
-        return self._watch.seconds if self.ran else 0.0
-
-    def result(self) -> SideResult:
-        if self._result is None:
-            assert self._thunk is not None
-            with self._watch.timing():
-                try:
-                    self._result = self._thunk()
-                except Exception as exc:  # the re-run failed: report it, never crash the check
-                    self._result = SideResult(None, exc, {}, {})
-            self._index = _index(self._result)
-        return self._result
-
-    def get(self, name: str) -> tuple[bool, Any]:
-        """(found, value) of the node called `name` in the re-run."""
-        self.result()
-        return name in self._index, self._index.get(name)
 
 
 class _PlainVerdicts:
@@ -284,7 +238,7 @@ class _PlainVerdicts:
         # is on the CPU, leaves are read one by one: slower on the GPU, the same verdicts.
         if not reads_wait(next(_tensors(eager), None)):
             return
-        found, given = _index(eager), _index(compiled)
+        found, given = nodes_by_name(eager), nodes_by_name(compiled)
         pairs = [
             (name, given[name].detach(), e.detach(), *self.options.tolerances(e.dtype))
             for name, e in found.items()
@@ -318,33 +272,6 @@ class _PlainVerdicts:
         return settled if settled is not None and settled.judges(c, e, rtol, atol) else None
 
 
-_NONDETERMINISM_ALERTS = ("does not have a deterministic implementation", "is not deterministic")
-
-
-def _nondeterminism_alerts(run: Callable[[], Any]) -> bool:
-    """Whether `run` uses an operation torch knows to be nondeterministic: run under
-    `torch.use_deterministic_algorithms(True, warn_only=True)`, whose alerts are warnings with
-    these texts (torch/csrc and ATen's alertNotDeterministic, CuBLAS's workspace alert). The
-    previous deterministic setting is restored; what `run` raises is ignored."""
-    enabled = torch.are_deterministic_algorithms_enabled()
-    warn_only = torch.is_deterministic_algorithms_warn_only_enabled()
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        torch.use_deterministic_algorithms(True, warn_only=True)
-        try:
-            run()
-        except Exception:
-            pass
-        finally:
-            torch.use_deterministic_algorithms(enabled, warn_only=warn_only)
-    return any(alert in str(w.message) for w in caught for alert in _NONDETERMINISM_ALERTS)
-
-
-LATE_SAMPLES = 4
-"""More eager runs, at most, where a failing leaf's second run happened to reproduce eager: an
-atomic accumulation ordered one of two ways lands alike in five runs once in 32."""
-
-
 HOST_ELEMENTS = 1 << 16
 """A leaf that fails the plain tolerance and is no larger than this is judged by the rules on
 the CPU: their few dozen small float64 ops and reads cost a kernel launch and a host sync each
@@ -360,305 +287,10 @@ def _judged_where(t: Tensor) -> Tensor:
     return t
 
 
-class _Reruns:
-    """The re-runs one call's judges may consult (`judges.Evidence`), each run lazily and at most
-    once: the float64 reference, eager again (twice: a third run tells eager's spread from an
-    unrebuilt call, and a few more samples where the rules fail), the rounding-noise pair, and
-    the control."""
-
-    def __init__(
-        self,
-        options: CompareOptions,
-        reference: Callable[[], SideResult] | None,
-        eager_again: Callable[[], SideResult] | None,
-        perturbed: Callable[[], SideResult] | None,
-        noise_base: Callable[[], SideResult] | None,
-        mirrored: Callable[[], SideResult] | None = None,
-        *,
-        control: Callable[[], SideResult] | None = None,
-        rebuilt: bool = False,
-        on_rows: RowRuns | None = None,
-        eager_time: Stopwatch | None = None,
-    ) -> None:
-        self.options = options
-        self.on_rows = on_rows
-        self._eager_time = eager_time
-        self._sampled: list[_Rerun] = []  # re-runs on samples of rows, counted in the bound
-        self.assumed = rebuilt  # a plain re-run rebuilt this call's kind before: not run again
-        self.reproduced: bool | None = None  # whether every leaf asked about was reproduced
-        self.reference_run = _Rerun(reference)
-        self.eager_again = _Rerun(eager_again)
-        self.eager_third = _Rerun(eager_again)  # the same plain re-run once more
-        self._late = [_Rerun(eager_again) for _ in range(LATE_SAMPLES)]  # shared by the leaves
-        self._eager_thunk = eager_again
-        self._alerted: bool | None = None
-        self.perturbed = _Rerun(perturbed)
-        self.mirrored = _Rerun(mirrored)
-        self.noise_base = _Rerun(noise_base)
-        self.control = _Rerun(control)
-        self._control_report: ParityReport | None = None
-
-    # --- judges.Evidence -------------------------------------------------------------------
-
-    @property
-    def reference_given(self) -> bool:
-        return self.reference_run.given
-
-    @property
-    def noise_given(self) -> bool:
-        return self.perturbed.given
-
-    def reproduction(self, name: str, e: Tensor) -> Reproduction:
-        """Whether a plain eager re-run reproduces floating leaf `e`: up to the tolerance and the
-        reduction-order noise floor, NaN and inf in the same places. The rules that excuse a
-        difference use re-runs; one that does not even reproduce eager (a nondeterministic op,
-        or a call the snapshot could not rebuild) proves nothing about the compiler. Without a
-        plain re-run (hand-built comparisons), or where one rebuilt this kind of call before in
-        the test (`assumed`, until a leaf fails), eager is taken as reproduced."""
-        if self.assumed or not self.eager_again.given:
-            return Reproduction("reproduced")
-        found = self._reproduction(name, e)
-        self.reproduced = found.kind == "reproduced" and self.reproduced is not False
-        return found
-
-    def _reproduction(self, name: str, e: Tensor) -> Reproduction:
-        again = self.eager_again.result()
-        if isinstance(again.exception, Unfaithful):
-            return Reproduction("unavailable", str(again.exception))
-        if again.exception is not None:
-            return Reproduction(
-                "differs", f"a second eager run raised {_exc_text(again.exception)}"
-            )
-        found, value = self.eager_again.get(name)
-        if isinstance(value, float | complex | int | bool):
-            value = torch.tensor(value, dtype=e.dtype)
-        if not isinstance(value, Tensor) or value.shape != e.shape or value.dtype != e.dtype:
-            what = "has something else at" if found else "lacks"
-            return Reproduction("differs", f"a second eager run {what} this leaf")
-        value = dense(value).to(e.device)
-        if not is_inexact(e):
-            same = rules.identical(value, e)
-            return (
-                Reproduction("reproduced")
-                if same
-                else Reproduction("differs", "two eager runs differ")
-            )
-        how = rules.reproduces(value, e, *self.options.tolerances(e.dtype))
-        return Reproduction("differs", how) if how else Reproduction("reproduced")
-
-    def reference(self, name: str, e: Tensor) -> tuple[Tensor | None, str]:
-        """The float64 reference for this leaf, or None and the reason there is none."""
-        result = self.reference_run.result()
-        if result.exception is not None:
-            return None, f"the reference run raised {_exc_text(result.exception)}"
-        found, value = self.reference_run.get(name)
-        if isinstance(value, float | complex):
-            value = torch.tensor(value, dtype=torch.complex128 if e.is_complex() else torch.float64)
-        if not isinstance(value, Tensor):
-            return None, f"the reference run has no {'tensor at this' if found else 'such'} leaf"
-        if value.shape != e.shape:
-            return None, f"the reference has shape {tuple(value.shape)}, eager {tuple(e.shape)}"
-        return dense(value).to(e.device), ""
-
-    def noise(self, name: str, e: Tensor, *, mirrored: bool) -> Noise | None:
-        """A rounding-noise sample of this leaf (the mirrored one: every value moved the other
-        way), with its noiseless base (eager itself where no base re-run is given); None where
-        that sample is not given."""
-        noisy_run = self.mirrored if mirrored else self.perturbed
-        if not noisy_run.given:
-            return None
-        for rerun in (noisy_run, self.noise_base):
-            raised = rerun.result().exception if rerun.given else None
-            if raised is not None:
-                return Noise(None, None, _exc_text(raised))
-        base = self.leaf(self.noise_base, name, e) if self.noise_base.given else e
-        return Noise(self.leaf(noisy_run, name, e), base)
-
-    def noise_rows(self, name: str, e: Tensor, c: Tensor) -> RowSample | None:
-        """Where the full rounding-noise runs would pass the call's re-run bound: this leaf's
-        rows to judge, and the evidence of the call re-run on them alone. None where the full
-        runs fit, were run already, or no sample of rows can stand for the leaf (it is not
-        along the call's batch, or the rows do not re-run alone as they ran in the call)."""
-        if self._eager_time is None or self.on_rows is None or self.perturbed.ran:
-            return None
-        if e.dim() == 0 or not e.is_floating_point() or not self.reference_run.given:
-            return None
-        bound = self.bound
-        plain = self.eager_again.seconds or bound.eager_seconds
-        count = bound.rows(e.shape[0], self.spent, plain)
-        if count >= e.shape[0]:
-            return None
-        r, _ = self.reference(name, e)
-        if r is None:
-            return None
-        rtol, atol = self.options.tolerances(e.dtype)
-        slack = rules.reference_slack(e, r)
-        excess = rules.reference_excess(c, r, rtol, atol, slack)
-        rows, worst = samples.choose_rows(excess, count)
-        spent = self.spent
-        runs = {key: _Rerun(thunk) for key, thunk in self.on_rows(e.shape[0], rows).items()}
-        if not runs:  # the leaf is not along the call's batch
-            return None
-        self._sampled += runs.values()
-        eager_rows = e[rows.to(e.device)]
-        again = self.leaf(runs["plain"], name, eager_rows)
-        if again is None or not rules.identical(again, eager_rows):
-            return None
-        text = samples.sample_text(
-            rows.numel(), e.shape[0], worst, bound, spent, bound.estimate(plain)
-        )
-        evidence = _RowReruns(self.options, runs, r[rows.to(r.device)])
-        return RowSample(rows, evidence, slack, text)
-
-    @functools.cached_property
-    def bound(self) -> samples.Bound:
-        """The call's re-run bound, from its eager side's time (read once, when first asked)."""
-        assert self._eager_time is not None
-        return samples.Bound(self._eager_time.seconds)
-
-    @property
-    def spent(self) -> float:
-        """What this call's re-runs took so far."""
-        ran = [
-            self.reference_run,
-            self.eager_again,
-            self.eager_third,
-            *self._late,
-            self.perturbed,
-            self.mirrored,
-            self.noise_base,
-            self.control,
-            *self._sampled,
-        ]
-        return sum(rerun.seconds for rerun in ran)
-
-    def spread_samples(self, name: str, e: Tensor) -> list[Tensor] | None:
-        """The second and third eager runs of this leaf, where eager's second run does not
-        reproduce it; None where the third raised or lacks the leaf."""
-        second = self.leaf(self.eager_again, name, e)
-        third = self.leaf(self.eager_third, name, e)
-        if second is None or third is None or self.eager_third.result().exception is not None:
-            return None
-        return [second, third]
-
-    def late_samples(self, name: str, e: Tensor) -> tuple[list[Tensor], str]:
-        """Where a leaf still fails after the rules though the second eager run reproduced
-        eager within the tolerance: eager's runs of it, once one differs from eager bit for bit
-        (the second, or one of up to LATE_SAMPLES more), and how; ([], "") when every run is
-        eager's to the bit (then eager is deterministic here, as far as runs can show)."""
-        samples: list[Tensor] = []
-        for rerun in [self.eager_again, *self._late]:
-            if not rerun.given or rerun.result().exception is not None:
-                return [], ""
-            value = self.leaf(rerun, name, e)
-            if value is None:
-                return [], ""
-            samples.append(value)
-            if not rules.identical(value, e):
-                differing = int((~same_nonfinite(value, e)).sum())
-                worst = num(distance(value, e).value)
-                return samples, f"eager runs differ at {differing} element(s) by up to {worst}"
-        return [], ""
-
-    def alerted(self) -> bool:
-        """Whether torch alerts that the call is nondeterministic: one more eager run under
-        `torch.use_deterministic_algorithms(True, warn_only=True)` (not a sample: kernels with
-        a deterministic alternative switch to it there), its warnings read. Run once a call."""
-        if self._alerted is None:
-            self._alerted = self._eager_thunk is not None and _nondeterminism_alerts(
-                self._eager_thunk
-            )
-        return self._alerted
-
-    # --- the rest ----------------------------------------------------------------------------
-
-    @staticmethod
-    def leaf(rerun: _Rerun, name: str, e: Tensor) -> Tensor | None:
-        """This leaf in a re-run in eager's dtype, if it is there and shaped like eager's, on
-        the device `e` is judged on."""
-        _, value = rerun.get(name)
-        if isinstance(value, float | complex):
-            value = torch.tensor(value, dtype=e.dtype)
-        if not isinstance(value, Tensor) or value.shape != e.shape:
-            return None
-        return dense(value).to(e.device)
-
-    def nondeterminism(self, name: str, eager_value: Any, section: str) -> str:
-        """A note where a plain eager re-run does not reproduce the first at this non-tensor or
-        structural leaf, else ""."""
-        if not self.eager_again.given:
-            return ""
-        again = self.eager_again.result()
-        if isinstance(again.exception, Unfaithful):
-            return ""  # no faithful re-run: nothing is known about eager's determinism
-        if section == "exception":
-            if type(again.exception) is type(eager_value):
-                return ""
-            how = f"a second eager run {_outcome(again.exception, again.raised_in_backward)}"
-        elif again.exception is not None:
-            how = f"a second eager run raised {_exc_text(again.exception)}"
-        else:
-            found, again_value = self.eager_again.get(name)
-            if found != (eager_value is not _ABSENT):
-                how = "a second eager run " + ("has" if found else "lacks") + " this leaf"
-            elif not found:
-                return ""
-            else:
-                check = _Comparer(self.options, _Reruns(self.options, None, None, None, None))
-                check.walk(name, eager_value, again_value, section)
-                failed = [leaf for leaf in check.leaves if not leaf.ok]
-                if not failed:
-                    return ""
-                worst = max(leaf.max_abs for leaf in failed)
-                how = "two eager runs differ" + (f" by {num(worst)}" if worst else "")
-        return rules.nondeterministic_text(how)
-
-    def control_differs(self, eager: SideResult, name: str) -> str:
-        """What the control run (the call through the compiled side's own path with no
-        compiler) shows where it differs from eager at `name` too: the difference is then the
-        checker's own. "" where it agrees there, or where there is no faithful control: a
-        difference stands unless the control shows it too."""
-        if not self.control.given:
-            return ""
-        control = self.control.result()
-        if isinstance(control.exception, Unfaithful | UncopyableInputError):
-            return ""
-        if self._control_report is None:
-            judge = _Comparer(self.options, self, controlled=False)
-            self._control_report = judge.compare(eager, control)
-        for leaf in self._control_report.having(Verdict.FAILED):
-            if leaf.leaf == "exception" or _related(leaf.leaf, name):
-                return leaf.message.removesuffix(_context_suffix(self.options.context))
-        return ""
-
-
-class _RowReruns(_Reruns):
-    """The evidence on a sample of a leaf's rows: the noise runs on those rows alone, and the
-    float64 reference's rows (a plain re-run on them reproduced eager's: taken as reproduced)."""
-
-    def __init__(self, options: CompareOptions, runs: dict[str, _Rerun], reference: Tensor):
-        super().__init__(options, None, None, None, None, rebuilt=True)
-        self.perturbed, self.mirrored, self.noise_base = (
-            runs["perturbed"],
-            runs["mirrored"],
-            runs["noise_base"],
-        )
-        self._reference = reference
-
-    @property
-    def reference_given(self) -> bool:
-        return True
-
-    def reference(self, name: str, e: Tensor) -> tuple[Tensor | None, str]:
-        return self._reference, ""
-
-
 class _Comparer:
     """One comparison: walks both sides in report order and collects a verdict per leaf."""
 
-    def __init__(
-        self, options: CompareOptions, reruns: _Reruns, *, controlled: bool = True
-    ) -> None:
+    def __init__(self, options: CompareOptions, reruns: Reruns, *, controlled: bool = True) -> None:
         self.options = options
         self.reruns = reruns
         self.plain = _PlainVerdicts(options)
@@ -666,6 +298,7 @@ class _Comparer:
         self._controlled = controlled  # the control judges failures (not within the control)
         self._holding: set[int] = set()  # objects compared by what they hold, being walked
         self._eager = SideResult(None, None, {}, {})
+        self._control_report: ParityReport | None = None  # eager against the control, once
 
     def compare(self, eager: SideResult, compiled: SideResult) -> ParityReport:
         self._eager = eager
@@ -717,7 +350,7 @@ class _Comparer:
             note = f"{name}: cannot compare a {type(e).__qualname__}: reading it raised "
             self.leaves.append(
                 LeafComparison(
-                    name, Verdict.NOT_JUDGED, note=note + _exc_text(exc), rule="uncomparable"
+                    name, Verdict.NOT_JUDGED, note=note + exc_text(exc), rule="uncomparable"
                 )
             )
             return
@@ -749,7 +382,7 @@ class _Comparer:
             try:
                 equal = bool(e == c)
             except Exception as exc:
-                body = f"{name}: cannot compare {type(e).__name__} values: {_exc_text(exc)}"
+                body = f"{name}: cannot compare {type(e).__name__} values: {exc_text(exc)}"
                 self._fail(name, body, section, eager_value=e)
                 return
             if equal:
@@ -837,7 +470,7 @@ class _Comparer:
 
     def _controlled_outcome(self, name: str, outcome: judges.Outcome) -> judges.Outcome:
         """`outcome` (a failure), or NOT_JUDGED where the control differs from eager there too."""
-        shown = self.reruns.control_differs(self._eager, name) if self._controlled else ""
+        shown = self.control_differs(self._eager, name) if self._controlled else ""
         if not shown:
             return outcome
         return dataclasses.replace(
@@ -881,7 +514,7 @@ class _Comparer:
         """A leaf that differs in kind, structure, presence, metadata, a Python value or an
         exception: failed with a note where eager's own re-run varies there, or not judged where
         the control shows the same difference."""
-        shown = self.reruns.control_differs(self._eager, name) if self._controlled else ""
+        shown = self.control_differs(self._eager, name) if self._controlled else ""
         if shown:
             note = _control_note(name, shown)
             self.leaves.append(
@@ -890,9 +523,59 @@ class _Comparer:
             return
         # A second eager run can explain differing values, never differing metadata.
         ask = self.reruns.eager_again.given and values_differ
-        varies = self.reruns.nondeterminism(name, eager_value, section) if ask else ""
+        varies = self.nondeterminism(name, eager_value, section) if ask else ""
         lines = [body, f"  {varies}"] if varies else [body]
         self._failed(name, lines, 0.0, 0.0, "equality", bool(varies))
+
+    def nondeterminism(self, name: str, eager_value: Any, section: str) -> str:
+        """A note where a plain eager re-run does not reproduce the first at this non-tensor or
+        structural leaf, else ""."""
+        if not self.reruns.eager_again.given:
+            return ""
+        again = self.reruns.eager_again.result()
+        if isinstance(again.exception, Unfaithful):
+            return ""  # no faithful re-run: nothing is known about eager's determinism
+        if section == "exception":
+            if type(again.exception) is type(eager_value):
+                return ""
+            how = f"a second eager run {_outcome(again.exception, again.raised_in_backward)}"
+        elif again.exception is not None:
+            how = f"a second eager run raised {exc_text(again.exception)}"
+        else:
+            found, again_value = self.reruns.eager_again.get(name)
+            if found != (eager_value is not _ABSENT):
+                how = "a second eager run " + ("has" if found else "lacks") + " this leaf"
+            elif not found:
+                return ""
+            else:
+                check = _Comparer(
+                    self.options, Reruns(self.options.tolerances, None, None, None, None)
+                )
+                check.walk(name, eager_value, again_value, section)
+                failed = [leaf for leaf in check.leaves if not leaf.ok]
+                if not failed:
+                    return ""
+                worst = max(leaf.max_abs for leaf in failed)
+                how = "two eager runs differ" + (f" by {num(worst)}" if worst else "")
+        return rules.nondeterministic_text(how)
+
+    def control_differs(self, eager: SideResult, name: str) -> str:
+        """What the control run (the call through the compiled side's own path with no
+        compiler) shows where it differs from eager at `name` too: the difference is then the
+        checker's own. "" where it agrees there, or where there is no faithful control: a
+        difference stands unless the control shows it too."""
+        if not self.reruns.control.given:
+            return ""
+        control = self.reruns.control.result()
+        if isinstance(control.exception, Unfaithful | UncopyableInputError):
+            return ""
+        if self._control_report is None:
+            judge = _Comparer(self.options, self.reruns, controlled=False)
+            self._control_report = judge.compare(eager, control)
+        for leaf in self._control_report.having(Verdict.FAILED):
+            if leaf.leaf == "exception" or _related(leaf.leaf, name):
+                return leaf.message.removesuffix(_context_suffix(self.options.context))
+        return ""
 
 
 class _MetadataComparer(_Comparer):
@@ -973,21 +656,6 @@ def _children(value: Any) -> list[tuple[str, Any]] | None:
     return trees.children(value, inner_tensors=True)
 
 
-def _index(side: SideResult) -> dict[str, Any]:
-    """Every node of a side (containers and leaves) by display name."""
-    index: dict[str, Any] = {}
-
-    def add(name: str, value: Any) -> None:
-        index[name] = value
-        for suffix, child in _children(value) or []:
-            add(name + suffix, child)
-
-    if side.exception is None:
-        for name, value in [("output", side.output), *side.after.items(), *side.grads.items()]:
-            add(name, value)
-    return index
-
-
 def _describe(value: Any) -> str:
     if value is None:
         return "None"
@@ -1058,13 +726,6 @@ def _type_name(exc: BaseException) -> str:
     return type(exc).__name__
 
 
-def _exc_text(exc: BaseException) -> str:
-    text = f"{_type_name(exc)}: {exc}"
-    if len(text) > _EXCEPTION_TEXT_LIMIT:
-        return text[:_EXCEPTION_TEXT_LIMIT] + " [...]"
-    return text
-
-
 def _outcome(exc: BaseException | None, in_backward: bool = False) -> str:
     """What one side did, as the user would see it; a compiler failure is named as one."""
     if exc is None:
@@ -1072,10 +733,10 @@ def _outcome(exc: BaseException | None, in_backward: bool = False) -> str:
     where = "in the backward " if in_backward else ""
     user = _compat.user_exception(exc)
     if user is not exc:
-        return f"raised {where}{_exc_text(user)} (inside torch.compile's {_type_name(exc)})"
+        return f"raised {where}{exc_text(user)} (inside torch.compile's {_type_name(exc)})"
     if _compat.is_compile_wrapper(exc):
-        return f"failed to compile {where}with {_exc_text(exc)}"
-    return f"raised {where}{_exc_text(exc)}"
+        return f"failed to compile {where}with {exc_text(exc)}"
+    return f"raised {where}{exc_text(exc)}"
 
 
 def _context_suffix(context: str) -> str:

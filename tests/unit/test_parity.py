@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from pytest_torchcompile import strategies as tcst
 from pytest_torchcompile.errors import ParityError
-from pytest_torchcompile.judging import closeness, parity, rules
+from pytest_torchcompile.judging import closeness, reruns, rules
 from pytest_torchcompile.judging.parity import CompareOptions, ParityReport, compare
 from pytest_torchcompile.running.sides import SideResult
 from pytest_torchcompile.running.snapshot import Unfaithful
@@ -407,7 +407,7 @@ def test_nondeterminism_a_second_run_hid_is_found_by_more_runs() -> None:
     assert report.notes[0].startswith("output: eager is nondeterministic here: 4 eager runs")
     deterministic = Counter(side(e.clone()))
     fails("values are not close", side(e), side(e + ulp), eager_again=deterministic)
-    assert deterministic.calls == 1 + parity.LATE_SAMPLES
+    assert deterministic.calls == 1 + reruns.LATE_SAMPLES
 
 
 def test_agreeing_re_runs_of_a_call_torch_alerts_about_are_eager_spread() -> None:
@@ -933,7 +933,7 @@ def test_nondeterministic_eager_is_reported_as_such() -> None:
     assert not second.nondeterministic and "nondeterministic" not in second.message
     # once more, to tell eager's spread from an unrebuilt call; and for output[1], which every
     # run reproduces bit for bit, more runs look for nondeterminism in vain
-    assert again.calls == 2 + parity.LATE_SAMPLES
+    assert again.calls == 2 + reruns.LATE_SAMPLES
     message = report.failure_message()
     assert message.index("output[1]") < message.index("output[0]")  # real failures first
     with pytest.raises(

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from pytest_torchcompile.errors import ParityError
-from pytest_torchcompile.judging import parity
+from pytest_torchcompile.judging import parity, reruns
 from pytest_torchcompile.judging.parity import CompareOptions, compare
 from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.running.sides import SideResult
@@ -198,7 +198,7 @@ def test_a_plain_re_run_proves_a_kind_of_call_rebuilt_once_until_a_leaf_would_fa
             CORRUPT[0] = 0.0
     # A leaf that would fail: judged with a plain re-run again, and with the few more that look
     # for nondeterminism before a leaf fails.
-    assert len(plain_re_runs) == 2 + parity.LATE_SAMPLES
+    assert len(plain_re_runs) == 2 + reruns.LATE_SAMPLES
 
 
 def test_the_stopwatch_without_a_device_is_the_hosts_time():
