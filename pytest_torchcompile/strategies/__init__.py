@@ -4,7 +4,7 @@ Generated tensors are deliberately unlike the contiguous float32 tensors with of
 usually build: shapes favour the sizes compilers specialize on (0 and 1) and sizes around vector
 widths and block sizes, layouts cover transposes, slices with gaps, storage offsets, zero strides and
 channels_last, dtypes include integers and bool, and values are all positive, many zeros, hold NaN,
-infinities, -0.0, subnormals or extremes, or come from an edge class (`edges`): ties on a lattice
+infinities, -0.0, subnormals or extremes, or come from an edge class (`_edges`): ties on a lattice
 of common constants and the program's own literals, a large offset, magnitudes whose squares
 overflow, rows that sum to a whole number.
 

@@ -13,7 +13,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from pytest_torchcompile import _compat
-from pytest_torchcompile.judging import edges
+from pytest_torchcompile.strategies import _edges
 
 # The program's own constants (a margin, a threshold) reach the ties lattice through Hypothesis:
 # it collects the literals of the code under test (local modules other than test files) and
@@ -32,7 +32,7 @@ def _literals(drawn: Iterable[float]) -> tuple[float, ...]:
     holds those) that are not lattice steps yet, as magnitudes within the literals' bounds."""
     magnitudes = {abs(x) for x in drawn if _LITERAL_LOW <= abs(x) <= _LITERAL_HIGH}
     short = {x for x in magnitudes if float(f"{x:.3g}") == x and x != round(x)}
-    return tuple(sorted(short - set(edges.STEPS)))
+    return tuple(sorted(short - set(_edges.STEPS)))
 
 
 @functools.lru_cache(maxsize=8)

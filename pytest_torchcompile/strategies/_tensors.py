@@ -184,7 +184,7 @@ def tensors(
       for indices; a bool is True only above 0): a dtype none of whose values does is not
       drawn. Ordinary values are small integers, standard normal or wide (2**-10 to 2**10);
       `positive` makes them all positive, `zeros` about half of them 0 (one or the other).
-    - Edge values (floating and complex; :mod:`pytest_torchcompile.judging.edges`), where real
+    - Edge values (floating and complex; :mod:`pytest_torchcompile.strategies._edges`), where real
       miscompiles were found, each class switched off by its keyword: `ties` (a lattice ``k *
       c``, k in -2..2, c a common constant such as 0.1 or a float literal of the program,
       rounded to the dtype: equal elements, +-0, kinks, and tensors of a :func:`tensor_groups`

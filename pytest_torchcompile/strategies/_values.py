@@ -12,7 +12,7 @@ import torch
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
-from pytest_torchcompile.judging import edges
+from pytest_torchcompile.strategies import _edges
 from pytest_torchcompile.strategies._checks import Compact, Shape, check
 from pytest_torchcompile.strategies._literals import program_literals
 from pytest_torchcompile.strategies._swarm import Coins, weighted
@@ -170,7 +170,7 @@ class Values(Compact):
     `dist` is ``small`` (integers in [-3, 3], exact in every dtype), ``normal`` (standard normal;
     integers in [-100, 100]), ``wide`` (magnitudes 2**-10 to 2**10 with random signs; integers in
     [-10000, 10000]), ``full`` (integers over the dtype's whole range), or for floating and complex
-    dtypes one of the edge classes of :mod:`pytest_torchcompile.judging.edges`: ``ties``, ``offsets``,
+    dtypes one of the edge classes of :mod:`pytest_torchcompile.strategies._edges`: ``ties``, ``offsets``,
     ``near_limits``, ``exact_sums``, whose per-position constants `steps` seeds (a tensor group
     shares it); `literals` are the program's own constants that ``ties`` also puts on its lattice.
     `positive` makes every value positive (magnitudes, 0 becoming 1) and `zeros` about half of
@@ -248,14 +248,14 @@ class Values(Compact):
         parts = 2 if dtype.is_complex else 1
         n = parts * math.prod(shape)
         if self.dist == "ties":
-            return edges.ties(n, self.seed, self.steps, real, self.literals)
+            return _edges.ties(n, self.seed, self.steps, real, self.literals)
         if self.dist == "offsets":
-            return edges.offsets(n, self.seed, self.steps, real)
+            return _edges.offsets(n, self.seed, self.steps, real)
         if self.dist == "near_limits":
-            return edges.near_limits(n, self.seed, real)
+            return _edges.near_limits(n, self.seed, real)
         if self.dist == "exact_sums":
             rows = (parts, *shape) if shape else (parts,)
-            return edges.exact_sums(rows, self.seed, self.steps, real)
+            return _edges.exact_sums(rows, self.seed, self.steps, real)
         return _ordinary(self.dist, n, False, gen)
 
 

@@ -22,8 +22,14 @@ from hypothesis.errors import InvalidArgument, NoSuchExample
 
 from pytest_torchcompile import _compat
 from pytest_torchcompile import strategies as tcst
-from pytest_torchcompile.judging import edges
-from pytest_torchcompile.strategies import Layout, TensorSpec, Values, build_tensor, describe
+from pytest_torchcompile.strategies import (
+    Layout,
+    TensorSpec,
+    Values,
+    _edges,
+    build_tensor,
+    describe,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import draws
@@ -677,13 +683,13 @@ def test_many_literals_share_half_the_lattice_and_one_weighs_as_a_common_step() 
     11)."""
 
     def share(literals: tuple[float, ...]) -> float:
-        values = edges.ties(20_000, 3, 7, torch.float64, literals).abs()
+        values = _edges.ties(20_000, 3, 7, torch.float64, literals).abs()
         values = values[values != 0]  # k = 0: no step shows
         steps = torch.tensor(literals, dtype=torch.float64)
         on_literal = torch.isin(values, steps) | torch.isin(values, 2 * steps)
         return float(on_literal.sum()) / values.numel()
 
-    assert abs(share((0.73,)) - edges.LITERAL_WEIGHT / 13) < 0.02
+    assert abs(share((0.73,)) - _edges.LITERAL_WEIGHT / 13) < 0.02
     assert abs(share(tuple(0.7 + k / 1000 for k in range(1, 101))) - 0.5) < 0.02
 
 
