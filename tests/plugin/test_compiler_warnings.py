@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 
 import pytest
+import torch
+
+from pytest_torchcompile import _compat
 
 USER_CODE = """
 import warnings
@@ -132,3 +136,21 @@ def test_the_stage_bisect_under_error_filters_blames_the_stage_that_diverges(pyt
     result.stdout.fnmatch_lines(
         ["E * stage: Dynamo OK, AOTAutograd OK, decompositions OK -> corrupt:backend diverges"]
     )
+
+
+def test_the_checkers_dynamo_reset_drops_torchs_import_warnings(monkeypatch):
+    """Where CUDA is present, torch._dynamo.reset() imports Inductor's cudagraph trees and with
+    them torch.utils.mkldnn's DeprecationWarnings (torch 2.11+cu130): the reset around every
+    check must not fail a test under `filterwarnings = error`. Here the reset warns from a
+    module named as torch's, whatever this machine's torch imports."""
+    planted: dict[str, object] = {"__name__": "torch._inductor.planted", "warnings": warnings}
+    exec(
+        "def reset():\n    warnings.warn('torch.planted is deprecated', DeprecationWarning)\n",
+        planted,
+    )
+    monkeypatch.setattr(torch._dynamo, "reset", planted["reset"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        _compat.reset_dynamo()  # dropped: the compiler's own
+        with pytest.raises(DeprecationWarning):
+            warnings.warn("the user's own", DeprecationWarning, stacklevel=1)  # filters stand
