@@ -28,9 +28,7 @@ import torch
 
 from pytest_torchcompile._version import __version__
 from pytest_torchcompile.after_failure.replay import replay
-from pytest_torchcompile.running import randomness
-from pytest_torchcompile.running.recorder import Call
-from pytest_torchcompile.running.standins import (
+from pytest_torchcompile.after_failure.standins import (
     ByImport,
     FillIn,
     FromSource,
@@ -38,6 +36,8 @@ from pytest_torchcompile.running.standins import (
     Reduced,
     resolve,
 )
+from pytest_torchcompile.running import randomness
+from pytest_torchcompile.running.recorder import Call
 from pytest_torchcompile.settings import MARKER_KEYS, Settings, apply
 from pytest_torchcompile.tensor_text import describe
 

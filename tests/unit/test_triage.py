@@ -98,7 +98,7 @@ class _Holder:
 def test_what_pickle_refuses_is_saved_as_stand_ins_and_resolved_back(tmp_path):
     import io
 
-    from pytest_torchcompile.running.standins import Placeholder, resolve
+    from pytest_torchcompile.after_failure.standins import Placeholder, resolve
 
     holder = _Holder()
     saver = repro.InputSaver({__name__})
