@@ -308,8 +308,10 @@ class _Batch:
             # Rounding moved |c - e| minus the bound by at most u * (excess + max_abs), and the
             # floor's sum of squares, summed in order at worst, by numel * u of itself.
             slack = excess * (1 + 2 * u) + 2 * u * max_abs
-            if not math.isfinite(max_abs):
-                found.append(None)  # a NaN or an infinity: the leaf-by-leaf pass says how
+            if not (math.isfinite(max_abs) and math.isfinite(max_rel)):
+                # A NaN or an infinity, or a relative difference past the working dtype's range
+                # (a difference over a subnormal): the leaf-by-leaf pass, in float64, says how.
+                found.append(None)
             elif excess <= 0:
                 found.append((passed, passed))
             elif math.isfinite(floor) and slack <= floor * (1 - (e.numel() + 4) * u):

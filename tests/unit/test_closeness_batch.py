@@ -4,6 +4,7 @@ there is one, on a GPU (where the checker uses them)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import pytest
@@ -148,3 +149,14 @@ def test_a_leaf_outside_its_bound_is_judged_again_in_float64() -> None:
     )
     assert [plain is None for plain, _ in verdicts] == [False, False, False, True, False, False]
     assert verdicts[3] == (None, None)
+
+
+def test_a_relative_difference_past_float32s_range_is_judged_in_float64() -> None:
+    # 1000 over a subnormal reference is 1.7e41, past float32's range: the batch, judged in
+    # float32, read inf; the leaf-by-leaf pass reports the float64 figure, as the scan does.
+    e = torch.tensor([5.8775e-39, 1.6411e19])
+    c = e + torch.tensor([1000.0, 0.0])
+    [(_, within_floor)] = closeness.plainly_close_all([(c, e, 1.3e-6, 1e-5)])
+    exact = closeness.plainly_close(c, e, 1.3e-6, 1e-5 + closeness.noise_floor(e, e.dtype))
+    assert within_floor is not None and exact is not None
+    assert math.isfinite(within_floor[1]) and within_floor == pytest.approx(exact, rel=2**-20)
