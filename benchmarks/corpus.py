@@ -11,15 +11,15 @@ part of this repository: they come from the library's sdist or repository snapsh
 `--system-site-packages`, so it uses the one installed torch), `cwd` the folder pytest runs
 from, `tests` and `pytest_args` the slice (deselecting what fails plainly or needs a network).
 Every suite runs plainly, then under each `--backend` spec (a backend and, optionally, more
-parity arguments: `"aot_eager --compile-parity-fresh"`), each `--planted` spec and each peer run
+parity arguments: `"aot_eager --compile-parity-shared"`), each `--planted` spec and each peer run
 (`--peer`, PyTorch CI's way: peer.py); `{functions}` in a spec stands for
 `--compile-parity-functions=<the suite's parity_functions>` and drops the spec where the suite
 has none. Each suite's runs, logs and table go to `--out/<name>/`; the corpus table, one row per
 suite and run, to `--out/corpus.md`.
 
     python benchmarks/corpus.py --corpus /work/corpus --out /tmp/corpus \\
-        --backend none --backend "none --compile-parity-fresh" --backend aot_eager \\
-        --backend "aot_eager --compile-parity-fresh" --backend "none {functions}" \\
+        --backend none --backend "none --compile-parity-shared" --backend aot_eager \\
+        --backend "aot_eager --compile-parity-shared" --backend "none {functions}" \\
         --planted corrupt_output --peer aot_eager --only zuko kornia
 """
 

@@ -338,7 +338,7 @@ def main() -> int:
         action="append",
         default=[],
         help="a backend to run under, with more parity arguments after it if any "
-        "('aot_eager --compile-parity-fresh')",
+        "('aot_eager --compile-parity-shared')",
     )
     parser.add_argument(
         "--planted",

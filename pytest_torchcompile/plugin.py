@@ -367,7 +367,7 @@ def _interceptor(item: pytest.Item) -> Interceptor | None:
         every_call=session.parity_every_call,
     )
     run = item.config.stash[RUN_KEY]
-    if run.shared_compiles is None and not session.parity_fresh:
+    if run.shared_compiles is None and session.parity_shared:
         from pytest_torchcompile.running.shared_compiles import SharedCompiles
 
         # Without recompile regions a test's own torch.compile would meet the session's

@@ -623,12 +623,13 @@ SESSION_OPTIONS: tuple[Option, ...] = (
             is_switch=True,
         ),
         Option(
-            "parity_fresh",
+            "parity_shared",
             _parse_bool,
             False,
-            "intercepted calls: compile each test afresh (one Dynamo cache per test) instead of "
-            "keeping one compile per module class and structure that serves later tests",
-            "--compile-parity-fresh",
+            "intercepted calls: keep one compile per module class and structure that serves "
+            "later tests, as in one long-running program, instead of compiling each test afresh "
+            "(one Dynamo cache per test); slower on most suites measured (BENCHMARKS.md)",
+            "--compile-parity-shared",
             is_switch=True,
         ),
     ),
@@ -660,7 +661,7 @@ class SessionSettings:
     parity_include: tuple[str, ...] = _default(_SESSION_BY_NAME, "parity_include")
     parity_exclude: tuple[str, ...] = _default(_SESSION_BY_NAME, "parity_exclude")
     parity_every_call: bool = _default(_SESSION_BY_NAME, "parity_every_call")
-    parity_fresh: bool = _default(_SESSION_BY_NAME, "parity_fresh")
+    parity_shared: bool = _default(_SESSION_BY_NAME, "parity_shared")
 
 
 def session_from_config(

@@ -9,14 +9,14 @@ backward, so the test's autograd graph is never touched). A divergence is kept a
 test after its body, so code under test (`pytest.raises`, retries) never sees it; anything else
 the check path raises is a skip with its reason, never the test's failure.
 
-Compiles serve later tests, as in one long-running program: the compiled side keeps one compile
-per module class and structure for the session (shared_compiles.py), so Dynamo's guards and
-automatic dynamic shapes decide what a later call reuses or recompiles; each test's report says
-which of its checks compiled (static or dynamic graphs) and which reused a compile.
-`--compile-parity-fresh` gives each test its own Dynamo cache instead. A module class, structure
+Each test compiles afresh (its own Dynamo cache). With `--compile-parity-shared` compiles serve
+later tests, as in one long-running program: the compiled side keeps one compile per module
+class and structure for the session (shared_compiles.py), so Dynamo's guards and automatic
+dynamic shapes decide what a later call reuses or recompiles; each test's report says which of
+its checks compiled (static or dynamic graphs) and which reused a compile. A module class, structure
 and input signature checked once in the session is not checked again unless
 `--compile-parity-every-call` is given, and `--compile-parity-signatures=K` checks at most K
-signatures of a class or function (selection.py). A function is compiled once for the session.
+signatures of a class or function (selection.py).
 
 With --compile-parity-functions, the public functions of the named packages are wrapped too
 (functions.py), and a function call takes the same path: no other module or function call in
@@ -523,7 +523,7 @@ _GRAPHS = {
                 "ran graphs compiled for this call, with static shapes",
                 "ran graphs compiled for this call, with dynamic shapes",
                 "reused graphs compiled for an earlier call of {owner} in the session "
-                "(--compile-parity-fresh compiles each test afresh)",
+                "(--compile-parity-shared kept it; without it each test compiles afresh)",
             ),
             strict=True,
         )

@@ -270,9 +270,14 @@ def test_sizes(n):
 
 
 @needs_regions
-def test_a_function_is_compiled_once_for_the_session(pytester):
+def test_shared_a_function_is_compiled_once_for_the_session(pytester):
     _sizes_suite(pytester, [2, 3, 5])
-    result = _run(pytester, "--compile-backend=aot_eager", "--compile-report=r.json")
+    result = _run(
+        pytester,
+        "--compile-backend=aot_eager",
+        "--compile-report=r.json",
+        "--compile-parity-shared",
+    )
     result.assert_outcomes(passed=3)
     tests = json.loads((pytester.path / "r.json").read_text())["tests"]
     checks = [tests[node]["costs"].get("checks") for node in sorted(tests)]
@@ -288,12 +293,16 @@ def test_a_function_divergence_on_a_reused_graph_names_the_function_not_a_class(
     _sizes_suite(pytester, [16, 32, 5])
     # 16 compiles a static graph, 32 a dynamic one (both right: numel a multiple of 16); 5 reuses
     # the dynamic graph, whose remainder loop is wrong
-    result = _run(pytester, "--compile-backend=planted:wrong_tail_unless_multiple_of_16")
+    result = _run(
+        pytester,
+        "--compile-backend=planted:wrong_tail_unless_multiple_of_16",
+        "--compile-parity-shared",
+    )
     result.assert_outcomes(passed=2, failed=1)
     result.stdout.fnmatch_lines(
         [
             "*(the compiled side reused graphs compiled for an earlier call of this function in "
-            "the session (--compile-parity-fresh compiles each test afresh))"
+            "the session (--compile-parity-shared kept it; without it each test compiles afresh))"
         ]
     )
     result.stdout.no_fnmatch_line("*this class*")

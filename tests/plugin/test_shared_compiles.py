@@ -1,4 +1,5 @@
-"""Zero-change mode: compiles that serve later tests, --compile-parity-fresh, and the signature cap."""
+"""Zero-change mode: each test compiles afresh by default, compiles that serve later tests
+(--compile-parity-shared), and the signature cap."""
 
 from __future__ import annotations
 
@@ -32,9 +33,10 @@ needs_regions = pytest.mark.skipif(
 )
 
 
-def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+def _run(pytester: pytest.Pytester, *args: str, shared: bool = True) -> pytest.RunResult:
+    sharing = ("--compile-parity-shared",) if shared else ()
     return pytester.runpytest(
-        "--compile-parity=all", "-p", "no:cacheprovider", "--compile-report=r.json", *args
+        "--compile-parity=all", "-p", "no:cacheprovider", "--compile-report=r.json", *sharing, *args
     )
 
 
@@ -128,11 +130,9 @@ def test_the_none_backend_counts_no_check_as_compiled_or_reused(pytester):
     result.stdout.no_fnmatch_line("*intercepted checks*")
 
 
-def test_fresh_compiles_every_test_afresh(pytester):
+def test_by_default_each_test_compiles_afresh(pytester):
     pytester.makepyfile(test_suite=SUITE)
-    result = _run(
-        pytester, "--compile-backend=planted:wrong_for_dynamic_shapes", "--compile-parity-fresh"
-    )
+    result = _run(pytester, "--compile-backend=planted:wrong_for_dynamic_shapes", shared=False)
     result.assert_outcomes(passed=3)  # each test's one call compiles a static graph
     assert set(map(json.dumps, _checks(pytester).values())) == {'{"compiled static": 1}'}
 
