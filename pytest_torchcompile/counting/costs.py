@@ -35,7 +35,8 @@ around it, putting the world back), and "skipped calls" all it spent on calls it
 check (their walks and copies, and any part of a check they began), beyond the test's own call."""
 
 ZERO_CHANGE_PARTS = ("intercepting", "skipped calls")
-"""Parts only zero-change mode spends on: a line shows them where they are not zero."""
+"""Parts only zero-change mode spends on: a line shows them where any time was spent (an
+intercepted test), so shards merged print what one run prints."""
 
 AS_USER = "compiled again as you compile it, for random draws (fallback_random off)"
 FRESH_CACHE = "a fresh compile cache after the recompile limit"
@@ -98,7 +99,7 @@ class Costs:
 def line(record: CostRecord) -> str:
     """`time: compile 1.20s, compiled side 0.05s, ...; compiles the checker added: ...`."""
     seconds = record["seconds"]
-    shown = [p for p in PARTS if p not in ZERO_CHANGE_PARTS or seconds.get(p, 0.0) >= 0.005]
+    shown = [p for p in PARTS if p not in ZERO_CHANGE_PARTS or seconds.get(p, 0.0) > 0.0]
     parts = ", ".join(f"{part} {seconds.get(part, 0.0):.2f}s" for part in shown)
     added = record["added_compiles"]
     extra = "; ".join(f"{n} {reason}" for reason, n in added.items()) if added else "none"
