@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_torchcompile import caches
 from pytest_torchcompile.counting import budgets
 from pytest_torchcompile.counting.records import CoverageRecord, ParityRecord
 from pytest_torchcompile.counting.report import (
@@ -22,7 +23,6 @@ from pytest_torchcompile.counting.report import (
 )
 from pytest_torchcompile.errors import NOTE_PREFIX
 from pytest_torchcompile.fixtures import compile_parity, device
-from pytest_torchcompile.running import caches
 from pytest_torchcompile.session import SessionHooks
 from pytest_torchcompile.settings import (
     MARKER_KEYS,

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from pytest_torchcompile import caches
 from pytest_torchcompile.counting import budgets
 from pytest_torchcompile.counting.records import CoverageRecord, ParityRecord
 from pytest_torchcompile.counting.report import (
@@ -19,7 +20,6 @@ from pytest_torchcompile.counting.report import (
     save_json,
     session_summary,
 )
-from pytest_torchcompile.running import caches
 from pytest_torchcompile.stash import SESSION_KEY, Run
 from pytest_torchcompile.workers import (
     CACHE_OUTPUT,

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pytest_torchcompile import caches
 from pytest_torchcompile.counting import budgets
 from pytest_torchcompile.counting.records import CoverageRecord, ParityRecord
-from pytest_torchcompile.running import caches
 from pytest_torchcompile.settings import SessionSettings, Settings
 
 if TYPE_CHECKING:  # named in the keys' types only (a key is subscripted with a string)

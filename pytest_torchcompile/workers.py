@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from pytest_torchcompile.running import caches
+from pytest_torchcompile import caches
 from pytest_torchcompile.stash import SESSION_KEY, Run
 
 COLLECTED_OUTPUT = "torchcompile_collected"  # workeroutput key: the node ids a worker collected

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pytest_torchcompile.running.caches import (
+from pytest_torchcompile.caches import (
     FLAG,
     INDUCTOR,
     INI,
