@@ -357,7 +357,7 @@ def _interceptor(item: pytest.Item) -> Interceptor | None:
         return None
     session = item.config.stash[SESSION_KEY]
     from pytest_torchcompile.adoption.intercept import Interceptor
-    from pytest_torchcompile.running.selection import Selection
+    from pytest_torchcompile.adoption.selection import Selection
 
     # A marked test's settings were resolved (and validated) at collection.
     settings = settings_of(item)

@@ -40,8 +40,8 @@ from pytest_torchcompile.judging.messages import (
 from pytest_torchcompile.running import exported, misuse, randomness, sides
 from pytest_torchcompile.running.calls import Call, CallRunner
 from pytest_torchcompile.running.compiled import CompiledSide
-from pytest_torchcompile.running.selection import Skip, inputs_signature
 from pytest_torchcompile.running.shared_compiles import SharedCompiles
+from pytest_torchcompile.running.signatures import Skip, inputs_signature
 from pytest_torchcompile.running.trees import tensors
 from pytest_torchcompile.settings import Settings, apply
 

@@ -37,6 +37,12 @@ import torch
 
 from pytest_torchcompile.adoption.callsites import CallSites, Constructions, qualified_name
 from pytest_torchcompile.adoption.functions import Found, FunctionSites
+from pytest_torchcompile.adoption.selection import (
+    Selection,
+    call_signature,
+    module_structure,
+    refusal,
+)
 from pytest_torchcompile.counting.accounting import Mark
 from pytest_torchcompile.counting.costs import CHECK_KINDS
 from pytest_torchcompile.counting.records import ALREADY_CHECKED, ModuleCallRecord
@@ -50,14 +56,8 @@ from pytest_torchcompile.judging.judges import Verdict
 from pytest_torchcompile.runner import Checker, isolated
 from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.recorder import Recorder
-from pytest_torchcompile.running.selection import (
-    Selection,
-    Skip,
-    call_signature,
-    module_structure,
-    refusal,
-)
 from pytest_torchcompile.running.shared_compiles import SharedCompiles
+from pytest_torchcompile.running.signatures import Skip
 from pytest_torchcompile.running.snapshot import sync_module
 from pytest_torchcompile.running.world import World, unseen
 from pytest_torchcompile.settings import CONTROL_BACKEND, Settings

@@ -5,12 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from pytest_torchcompile.running.selection import (
-    Selection,
-    Skip,
-    inputs_signature,
-    module_structure,
-)
+from pytest_torchcompile.adoption.selection import Selection, module_structure
+from pytest_torchcompile.running.signatures import Skip, inputs_signature
 from pytest_torchcompile.settings import SettingError, session_from_config
 
 

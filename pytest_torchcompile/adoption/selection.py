@@ -6,7 +6,8 @@ as inputs, parameters not initialized yet), or a call with the same signature wa
 already: the same module tree (each submodule's class and settings, parameter-free layers
 included), the same tensors in it, the same input types, shapes, dtypes and layouts, and the
 same modes. A function call (--compile-parity-functions) is keyed by the function's qualified name,
-its input signature and the modes.
+its input signature and the modes. The inputs' signature, and the inputs no call is checked with,
+are the running stage's (running/signatures.py): the runner tells calls apart by it too.
 """
 
 from __future__ import annotations
@@ -19,10 +20,7 @@ from typing import Any
 import torch
 
 from pytest_torchcompile import _compat
-from pytest_torchcompile.running import trees
-from pytest_torchcompile.running.copier import is_atomic, is_shared
-
-_SCALARS = (bool, int, float, complex, str, bytes, type(None))
+from pytest_torchcompile.running.signatures import SCALARS, Skip, inputs_signature
 
 
 @dataclass(frozen=True)
@@ -46,10 +44,6 @@ class Selection:
         if matches(self.exclude):
             return "matched by --compile-parity-exclude"
         return None
-
-
-class Skip(Exception):
-    """A call the interceptor does not check, with the reason the report gives."""
 
 
 def refusal(module: torch.nn.Module | None) -> str | None:
@@ -110,49 +104,7 @@ def _settings(module: torch.nn.Module) -> tuple[tuple[str, Hashable], ...]:
 def _constant(value: Any) -> bool:
     if isinstance(value, tuple):
         return all(_constant(item) for item in value)
-    return isinstance(value, _SCALARS)
+    return isinstance(value, SCALARS)
 
 
-def inputs_signature(value: Any, depth: int = 3) -> Hashable:
-    """Types, shapes, dtypes and layouts of the inputs, the values of Python scalars, and what
-    the objects among them hold: their attributes' signatures, a module-level object by its
-    identity (`s.mode is A` and `s.mode is B` are two programs to Dynamo, and two checks)."""
-    if isinstance(value, torch.Tensor):
-        if type(value) not in (torch.Tensor, torch.nn.Parameter):
-            raise Skip(f"an input is a tensor subclass ({type(value).__name__})")
-        if value.device.type == "meta":
-            raise Skip("meta tensors hold no values to compare")
-        return (
-            tuple(value.shape),
-            value.stride() if value.layout == torch.strided else (),
-            value.dtype,
-            value.device,
-            value.layout,
-            value.requires_grad,
-        )
-    if isinstance(value, torch.fx.Proxy):
-        raise Skip("called during torch.fx symbolic tracing")
-    if isinstance(value, (tuple, list)):
-        return type(value).__name__, tuple(inputs_signature(item, depth) for item in value)
-    if isinstance(value, dict):
-        return "dict", tuple((key, inputs_signature(item, depth)) for key, item in value.items())
-    if isinstance(value, _SCALARS):
-        return type(value).__name__, value
-    if depth and not isinstance(value, (torch.nn.Module, type)) and not is_atomic(value):
-        if is_shared(value):
-            return "module-level", id(value)
-        held = trees.object_attributes(value)
-        if held:
-            attributes = ((k, inputs_signature(v, depth - 1)) for k, v in sorted(held.items()))
-            return type(value).__qualname__, tuple(attributes)
-    return (type(value).__qualname__,)
-
-
-__all__ = [
-    "Selection",
-    "Skip",
-    "call_signature",
-    "inputs_signature",
-    "module_structure",
-    "refusal",
-]
+__all__ = ["Selection", "call_signature", "module_structure", "refusal"]
