@@ -2,7 +2,7 @@
 
 A leaf is judged by the judges in `ORDER`, the order docs/compared.md lists them; each looks at
 the leaf's eager and compiled values and, lazily, at the re-runs it needs (`Evidence`), and
-answers with an `Outcome`: PASSED (within the plain tolerance), EXCUSED (outside it, passed by a
+answers with an `Outcome` (verdicts.py: the type the rules answer in too): PASSED (within the plain tolerance), EXCUSED (outside it, passed by a
 named rule whose note gives the evidence), FAILED (this rule excuses nothing: its lines say why,
 and a later judge may still excuse it unless the failure is final) or None (the rule does not
 apply to this leaf). `judge` is the loop over them. A difference that outlasts every judge is
@@ -16,7 +16,6 @@ without a note, or a PASSED outcome from any judge but the first, is an internal
 from __future__ import annotations
 
 import dataclasses
-import enum
 import functools
 import os
 from collections.abc import Callable
@@ -27,46 +26,12 @@ from torch import Tensor
 
 from pytest_torchcompile.judging import rules
 from pytest_torchcompile.judging.closeness import Scan, distance, is_inexact, num, scan_leaf
+from pytest_torchcompile.judging.verdicts import JudgingError as JudgingError
+from pytest_torchcompile.judging.verdicts import Outcome as Outcome
+from pytest_torchcompile.judging.verdicts import Verdict as Verdict
 
 AUDIT_ENVIRONMENT = "PYTEST_TORCHCOMPILE_FAIL_EXCUSED"
 """Set to 1, every excused leaf fails with its excuse: an audit of what the rules let pass."""
-
-
-class Verdict(enum.Enum):
-    PASSED = "passed"  # within the plain tolerance
-    EXCUSED = "excused"  # outside it, passed by a named rule (the note names it and its evidence)
-    FAILED = "failed"
-    NOT_JUDGED = "not judged"  # the checker cannot judge it (the note says why): no verdict
-
-
-class JudgingError(AssertionError):
-    """An internal error of the checker: a verdict no rule stands behind. Please report it."""
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """One judge's answer on one leaf."""
-
-    verdict: Verdict
-    rule: str  # the judge that reached it
-    scan: Scan | None = None  # the element-wise verdict after this rule
-    lines: tuple[str, ...] = ()  # FAILED: what the failure message says of this rule
-    note: str = ""  # EXCUSED and NOT_JUDGED: the rule and its evidence, for the report
-    final: bool = False  # FAILED: no later rule may excuse it
-    nondeterministic: bool = False  # eager itself varies at this leaf
-    boundaries: rules.Boundaries = dataclasses.field(default_factory=rules.Boundaries)
-    largest: tuple[float, float] = (0.0, 0.0)  # greatest |compiled - eager|, and relative
-
-    def __post_init__(self) -> None:
-        if self.verdict in (Verdict.EXCUSED, Verdict.NOT_JUDGED) and not (self.rule and self.note):
-            raise JudgingError(
-                f"a leaf {self.verdict.value} by {self.rule or 'no rule'} without a note saying "
-                "why: an internal error of the checker, please report it"
-            )
-
-    @property
-    def passed(self) -> bool:
-        return self.verdict in (Verdict.PASSED, Verdict.EXCUSED)
 
 
 @dataclass(frozen=True)
@@ -185,24 +150,19 @@ def float64_reference(case: Case, so_far: Outcome) -> Outcome | None:
             f"  Not judged by the float64 reference or eager's rounding noise: no faithful "
             f"re-run: {reproduced.how}."
         )
-        return Outcome(Verdict.FAILED, "float64 reference", so_far.scan, (line,))
+        return Outcome(Verdict.FAILED, rules.REFERENCE, so_far.scan, (line,))
     r, why_not = case.evidence.reference(case.name, case.e)
     if r is None:
         line = f"  No float64 reference here ({why_not}): judged by the plain tolerance."
-        return Outcome(Verdict.FAILED, "float64 reference", so_far.scan, (line,))
+        return Outcome(Verdict.FAILED, rules.REFERENCE, so_far.scan, (line,))
     judged = rules.by_reference(case.e, case.c, r, case.rtol, case.atol, so_far.scan)
+    assert judged.scan is not None
     if judged.passed:
-        note = _reference_note(case, judged.verdict, r)
-        return Outcome(Verdict.EXCUSED, "float64 reference", judged.verdict, note=note)
-    return Outcome(
-        Verdict.FAILED,
-        "float64 reference",
-        judged.verdict,
-        tuple(judged.lines),
-        # Compiled is wrong there: only eager's rounding noise may show it is no boundary.
-        final=judged.boundaries.wrong > 0 and not case.evidence.noise_given,
-        boundaries=judged.boundaries,
-    )
+        note = _reference_note(case, judged.scan, r)
+        return Outcome(Verdict.EXCUSED, judged.rule, judged.scan, note=note)
+    # Compiled is wrong there: only eager's rounding noise may show it is no boundary.
+    final = judged.boundaries.wrong > 0 and not case.evidence.noise_given
+    return dataclasses.replace(judged, final=final)
 
 
 def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
@@ -218,9 +178,7 @@ def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
     if placed and placed != rules.compiled_overflows(case.e, case.c):
         # NaN/inf placement of another kind (eager non-finite, NaN against inf): never noise
         wrong = so_far.boundaries.wrong > 0
-        return (
-            Outcome(Verdict.FAILED, "eager's rounding noise", scan, final=True) if wrong else None
-        )
+        return Outcome(Verdict.FAILED, rules.NOISE, scan, final=True) if wrong else None
     rows = case.evidence.noise_rows(case.name, case.e, case.c)
     if rows is not None and (on_rows := _on_rows(case, so_far, rows)) is not None:
         return on_rows
@@ -250,10 +208,8 @@ def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
         unexcused, explained = judged.unexcused, judged.explained
         if judged.passed:
             note = _noise_note(case, judged)
-            return Outcome(Verdict.EXCUSED, "eager's rounding noise", judged.verdict, note=note)
-    return Outcome(
-        Verdict.FAILED, "eager's rounding noise", scan, tuple(lines), final=unexcused > 0
-    )
+            return Outcome(Verdict.EXCUSED, judged.rule, judged.scan, note=note)
+    return Outcome(Verdict.FAILED, rules.NOISE, scan, tuple(lines), final=unexcused > 0)
 
 
 def _on_rows(case: Case, so_far: Outcome, sample: RowSample) -> Outcome | None:
@@ -272,10 +228,7 @@ def _on_rows(case: Case, so_far: Outcome, sample: RowSample) -> Outcome | None:
     )
     if judged.passed:
         return None
-    outcome = rounding_noise(
-        rows,
-        Outcome(Verdict.FAILED, "float64 reference", judged.verdict, boundaries=judged.boundaries),
-    )
+    outcome = rounding_noise(rows, dataclasses.replace(judged, lines=()))
     assert outcome is not None
     line = f"  On a sample of the leaf's rows: {sample.text}."
     if outcome.verdict is Verdict.EXCUSED:
@@ -302,7 +255,7 @@ def run_to_run_spread(case: Case, so_far: Outcome) -> Outcome | None:
             line = f"  {rules.nondeterministic_text(how)}"
             return Outcome(
                 Verdict.FAILED,
-                "eager's run-to-run spread",
+                rules.SPREAD,
                 so_far.scan,
                 (line,),
                 final=True,
@@ -318,22 +271,14 @@ def run_to_run_spread(case: Case, so_far: Outcome) -> Outcome | None:
         case.name, case.e, case.c, samples, case.rtol, case.atol, how, alerted
     )
     verdict = Verdict.EXCUSED if judged.passed else Verdict.FAILED
-    return Outcome(
-        verdict,
-        "eager's run-to-run spread" if judged.nondeterministic else "checker's limit",
-        judged.verdict,
-        tuple(judged.lines),
-        judged.note,
-        final=True,
-        nondeterministic=judged.nondeterministic,
-    )
+    return dataclasses.replace(judged, verdict=verdict, final=True)
 
 
 ORDER: tuple[tuple[str, Judge], ...] = (
     ("assert_close", assert_close),
-    ("float64 reference", float64_reference),
-    ("eager's rounding noise", rounding_noise),
-    ("eager's run-to-run spread", run_to_run_spread),
+    (rules.REFERENCE, float64_reference),
+    (rules.NOISE, rounding_noise),
+    (rules.SPREAD, run_to_run_spread),
 )
 """The judges in the order docs/compared.md lists them; then the control (parity.py), which
 judges every kind of leaf."""
@@ -433,7 +378,7 @@ def _reference_note(case: Case, verdict: Scan, r: Tensor) -> str:
     return "; ".join(parts)
 
 
-def _noise_note(case: Case, judged: rules.Judgement) -> str:
+def _noise_note(case: Case, judged: Outcome) -> str:
     """Rule 3's excuse: the boundary elements eager's noise crosses too, and the rms."""
     evidence = "; ".join(line.strip() for line in judged.lines[1:])
     return f"{_outside(case, case.plain)}; excused by eager's rounding noise: {evidence}"

@@ -53,15 +53,20 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from pytest_torchcompile.judging.boundaries import (
+    ILL_CONDITIONED,
+    RESIDUE_ULPS,
+    SENSITIVITY_SLACK,
+    Boundaries,
+)
 from pytest_torchcompile.judging.closeness import (
     NOISE_ULPS,
     Scan,
-    at_index,
     dense,
     distance,
     noise_floor,
@@ -72,209 +77,25 @@ from pytest_torchcompile.judging.closeness import (
     same_nonfinite,
     scan_leaf,
 )
+from pytest_torchcompile.judging.verdicts import Outcome, Verdict
 
 REFERENCE_SLACK = 3.0
 """k in the float64-reference rule: compiled may be this many times eager's own worst error away."""
 
-SENSITIVITY_SLACK = 3.0
-"""k in the rounding-noise rule: compiled may move this many times as far as rounding noise does."""
-
-RESIDUE_ULPS = 2.0
-"""Rounding noise that moves a crossed element of eager's by more than this many units of the
-element's own value shows that value to be rounding residue, not exact: an exact value moves by
-the rounding of the last operations after it at most (a masked gradient's quotient: 1 unit)."""
-
-ILL_CONDITIONED = 2.0
-"""Rounding noise that moves eager by more than this many times compiled's whole step at a
-boundary compiled gets wrong shows that no boundary is there: a floor or threshold moves by one
-step at most under rounding noise (the floor of a softmax sum: 1 against 1), a sum of whole
-numbers whose large terms cancel moves by its terms' rounding (an EMA's sum of 17 over values of
-+-3.4e38: by ~1e32 against compiled's 9)."""
+REFERENCE = "float64 reference"
+NOISE = "eager's rounding noise"
+SPREAD = "eager's run-to-run spread"
+LIMIT = "checker's limit"
+"""The rules' names, as outcomes and notes give them."""
 
 
-def _ulp(t: Tensor) -> Tensor:
-    """One unit in the last place of each element of `t` in its own dtype (of the smallest
-    normal number for 0 and subnormals)."""
-    info = torch.finfo(t.dtype)
-    wide = t.to(torch.float64).abs().clamp(min=info.tiny)
-    return torch.exp2(torch.floor(torch.log2(wide))) * info.eps
+_NO_BOUNDARIES = Boundaries()
 
 
-@dataclass(frozen=True)
-class Boundaries:
-    """Where a failing leaf's float64 reference is a whole number (a floor, round, comparison or
-    threshold of a reduction, a gradient a kink masks) and eager and compiled fall on different
-    sides of it. Eager's error elsewhere on the leaf says nothing about such an element: one
-    element on the wrong side of a boundary is a whole step off, so rule 1's slack (three times
-    eager's worst error) would excuse any other.
-
-    `wrong`: eager matches the reference and compiled, also a whole number, does not: compiled
-    is wrong against the float64 reference, and no rule excuses it. `crossed`: compiled matches
-    the reference and eager does not: rounding, if eager's own rounding noise crosses such
-    boundaries too (rule 2, whose noise leaves exact results alone); otherwise eager's value is
-    exact there, and compiled computes something else (a constant held in a wider precision
-    than eager rounds it to).
-    """
-
-    wrong: int = 0
-    crossed: int = 0
-    excused: int = 0  # of these, how many rule 1's slack excused: counted as mismatched again
-    lines: tuple[str, ...] = ()
-    gap: float = 0.0  # the greatest |compiled - eager| among them, its flat index and relative
-    at: int = 0
-    relative_gap: float = 0.0
-    crossed_at: Tensor | None = None  # flat mask of the crossed elements, where there are any
-    answer: Tensor | None = None  # with it, the reference in the leaf's dtype (float64, flat)
-    wrong_at: Tensor | None = None  # flat mask of the wrong elements, where there are any
-
-    @classmethod
-    def of(
-        cls, e: Tensor, c: Tensor, r: Tensor, rtol: float, atol: float, slack: float
-    ) -> Boundaries:
-        if e.is_complex() or not e.numel():
-            return cls()
-        e64, c64, r64 = (t.detach().reshape(-1).to(torch.float64) for t in (e, c, r))
-        rounded = r.detach().reshape(-1).to(e.dtype).to(torch.float64)  # the answer in e's dtype
-        finite = e64.isfinite() & c64.isfinite() & r64.isfinite()
-        apart = finite & ((c64 - e64).abs() > atol + rtol * e64.abs())
-        # A whole number is a boundary only where the dtype also holds values between whole
-        # numbers: from 1/eps up (128 in bfloat16, 2**24 in float32) every value is whole.
-        fractional = r64.abs() < 1 / torch.finfo(e.dtype).eps
-        whole = apart & fractional & (r64 == r64.round())
-        wrong = whole & (e64 == rounded) & (c64 == c64.round()) & (c64 != rounded)
-        crossed = whole & (c64 == rounded) & (e64 != rounded)
-        close = (c64 - r64).abs() <= atol + rtol * r64.abs() + slack  # rule 1's excuse
-        either = wrong | crossed
-        gap = torch.where(either, (c64 - e64).abs(), 0.0)
-        peak = int(gap.argmax()) if bool(either.any()) else 0
-        lines = [
-            _boundary_line(mask, e, e64, c64, r64, text)
-            for mask, text in ((wrong, _WRONG), (crossed, _CROSSED))
-            if bool(mask.any())
-        ]
-        return cls(
-            int(wrong.sum()),
-            int(crossed.sum()),
-            int((either & close).sum()),
-            tuple(lines),
-            float(gap[peak]),
-            peak,
-            float(gap[peak] / e64[peak].abs()) if e64[peak] else 0.0,
-            crossed_at=crossed if bool(crossed.any()) else None,
-            answer=rounded if bool(crossed.any()) else None,
-            wrong_at=wrong if bool(wrong.any()) else None,
-        )
-
-    def crossed_by_noise(self, e: Tensor, noisy: Tensor, base: Tensor) -> Tensor | None:
-        """The crossed elements eager's own rounding noise explains: where it takes eager
-        across the boundary too (the noisy re-run lands on the reference's whole number: both
-        sides are within rounding of it), where it moves eager by at least
-        1 / SENSITIVITY_SLACK of eager's distance from that number, or where it moves eager by
-        more than RESIDUE_ULPS units of eager's own value (eager's value there is itself
-        rounding residue, as a sum that cancels to exactly 0 in float64 leaves: a BatchNorm's
-        conv bias gradient moved 3 and 41 ulps of itself, seen on the zoo); in a leaf whose
-        reference is 0 everywhere, every crossed element once the noise explains one. None
-        where there are none. Where the noise leaves eager's value alone, or moves it by a
-        rounding of the value itself (a gradient a kink masks is a quotient rounded on either
-        side: 1 ulp), eager's value is exact there and proves nothing."""
-        if self.crossed_at is None or self.answer is None:
-            return None
-        flat_e, flat_noisy, flat_base = _flat64(self.answer.device, e, noisy, base)
-        across = flat_noisy == self.answer
-        noise = (flat_noisy - flat_base).abs()
-        moved = SENSITIVITY_SLACK * noise >= (flat_e - self.answer).abs()
-        ulp = _ulp(e.detach().reshape(-1)).to(device=self.answer.device, dtype=torch.float64)
-        residue = noise > RESIDUE_ULPS * ulp
-        explained = self.crossed_at & (across | moved | residue)
-        if bool(explained.any()) and self.cancels:
-            # A leaf that cancels to 0 everywhere in float64 (a BatchNorm's conv bias gradient)
-            # is one residue per element: where the noise shows it at one, the elements it left
-            # alone are residues of roundings it does not re-draw (seen: a float16 channel whose
-            # every operation was exact on its rounded inputs), not values on a kink.
-            explained = self.crossed_at
-        return explained if bool(explained.any()) else None
-
-    def wrong_by_noise(self, e: Tensor, c: Tensor, noisy: Tensor, base: Tensor) -> Tensor | None:
-        """The wrong elements where no boundary is: eager's own rounding noise moves eager there
-        by more than ILL_CONDITIONED times compiled's distance from it, so the whole number
-        eager and the reference share is where an ill-conditioned value happened to land (a sum
-        of whole numbers whose large terms cancelled in eager's order and absorbed some small
-        ones in compiled's), not a floor or threshold, which rounding moves one step at most.
-        None where there are none."""
-        if self.wrong_at is None:
-            return None
-        flat_e, flat_c, flat_noisy, flat_base = _flat64(self.wrong_at.device, e, c, noisy, base)
-        noise = (flat_noisy - flat_base).abs()
-        ill = self.wrong_at & (noise > ILL_CONDITIONED * (flat_c - flat_e).abs())
-        return ill if bool(ill.any()) else None
-
-    @property
-    def cancels(self) -> bool:
-        """The reference is 0 at every element: the leaf cancels identically."""
-        return self.answer is not None and bool((self.answer == 0).all())
-
-    def unexcused(self, verdict: Scan) -> Scan:
-        """`verdict` with the boundary elements rule 1 excused counted as mismatched again."""
-        if not self.excused:
-            return verdict
-        abs_bad, rel_bad = verdict.abs_bad, verdict.rel_bad
-        if self.gap > abs_bad.value:
-            abs_bad = dataclasses.replace(abs_bad, value=self.gap, at=self.at)
-        if self.relative_gap > rel_bad.value:
-            rel_bad = dataclasses.replace(rel_bad, value=self.relative_gap, at=self.at)
-        return dataclasses.replace(
-            verdict,
-            mismatched=verdict.mismatched + self.excused,
-            value_mismatches=verdict.value_mismatches + self.excused,
-            abs_bad=abs_bad,
-            rel_bad=rel_bad,
-        )
-
-
-_WRONG = (
-    "eager matches and compiled, also a whole number, does not: compiled is wrong against "
-    "the float64 reference. Neither eager's error elsewhere nor its rounding noise excuses that, "
-    f"unless the noise moves eager there by more than {ILL_CONDITIONED:g} times compiled's step "
-    "(no boundary then, but an ill-conditioned value such as a sum whose large terms cancel)"
-)
-_CROSSED = (
-    "compiled matches and eager does not: eager and compiled fall on either side of a "
-    "boundary. That is rounding only where eager's value there is itself rounded, which its "
-    "rounding noise shows by moving it (judged next); where eager's value is exact, no rounding "
-    "moves it, and compiled computes something else (e.g. a constant kept wider than eager "
-    "rounds it to)"
-)
-
-
-def _boundary_line(
-    mask: Tensor, e: Tensor, e64: Tensor, c64: Tensor, r64: Tensor, text: str
-) -> str:
-    first = int(mask.nonzero()[0, 0])
-    where = at_index(first, e)
-    return (
-        f"  At {int(mask.sum())} element(s) the float64 reference is a whole number (a floor, "
-        f"round, comparison, threshold or masked gradient) that {text}; first{where}: eager "
-        f"{e64[first].item()}, compiled {c64[first].item()}, reference {r64[first].item()}."
-    )
-
-
-@dataclass(frozen=True)
-class Judgement:
-    """A rule's verdict on one leaf: the element-wise verdict after the rule, and what the
-    failure message (or, for a pass, the note) says about it."""
-
-    verdict: Scan
-    lines: list[str]
-    note: str = ""
-    nondeterministic: bool = False  # eager itself varies at this leaf
-    boundaries: Boundaries = Boundaries()
-    unexcused: int = 0  # crossed boundary elements no rounding explains: no rule excuses them
-    # the crossed boundary elements rounding noise explained (rule 3), for the mirrored sample
-    explained: Tensor | None = None
-
-    @property
-    def passed(self) -> bool:
-        return not self.verdict.mismatched
+def _answer(rule: str, verdict: Scan, lines: list[str], **more: Any) -> Outcome:
+    """A rule's outcome: PASSED where `verdict` holds no mismatch after the rule, else FAILED."""
+    passed = Verdict.FAILED if verdict.mismatched else Verdict.PASSED
+    return Outcome(passed, rule, verdict, tuple(lines), **more)
 
 
 def reproduces(again: Tensor, e: Tensor, rtol: float, atol: float) -> str:
@@ -317,7 +138,7 @@ def by_reference(
     plain: Scan,
     *,
     slack: float | None = None,
-) -> Judgement:
+) -> Outcome:
     """Rule 1: compiled against the float64 reference `r`, allowed 3x eager's own error plus
     the reduction-order floor. `plain` is the verdict by the plain tolerance. `slack`: the
     whole leaf's, where `e` is a sample of its rows (eager's error elsewhere counts)."""
@@ -328,7 +149,7 @@ def by_reference(
     at = Boundaries.of(e, c, r, rtol, atol, slack)
     verdict = at.unexcused(scan_leaf(c, e, rtol, atol, reference=r, slack=slack))
     if not verdict.mismatched:  # the lines below explain a failure only
-        return Judgement(verdict, [], boundaries=at)
+        return _answer(REFERENCE, verdict, [], boundaries=at)
     lines = [
         "  Judged against a float64 reference (eager re-run on inputs and state upcast):",
         f"    eager vs compiled:             {peak_text(plain.abs_all, e)}"
@@ -343,7 +164,7 @@ def by_reference(
         f"with atol={num(atol)}, rtol={num(rtol)}",
         *at.lines,
     ]
-    return Judgement(verdict, lines, boundaries=at)
+    return _answer(REFERENCE, verdict, lines, boundaries=at)
 
 
 def by_rounding_noise(
@@ -352,11 +173,11 @@ def by_rounding_noise(
     noisy: Tensor,
     base: Tensor,
     verdict: Scan,
-    at: Boundaries = Boundaries(),
+    at: Boundaries = _NO_BOUNDARIES,
     *,
     mirrored: bool = False,
     explained_before: Tensor | None = None,
-) -> Judgement:
+) -> Outcome:
     """Rule 3: compiled may move the leaf no further than rounding noise moves eager: `noisy`
     is the perturbed decomposed re-run (`mirrored`: the same with every value moved the other
     way), `base` the same without noise. `verdict` is the verdict so far, kept where the rule
@@ -384,31 +205,43 @@ def by_rounding_noise(
         explained_before,
     )
     crossed, wrong = _within(explained, at.crossed_at), _within(explained, at.wrong_at)
-    count = crossed + wrong
+    either = " (in this sample or the first)" if explained_before is not None else ""
     if placed:
         if shown < placed:
             lines.append(
                 f"    NaN/inf placement differs at {placed - shown} element(s) where eager's "
                 "rounding noise leaves eager finite: never noise"
             )
-            return Judgement(
-                verdict, lines, boundaries=at, explained=_either(explained, overflowed)
+            return _answer(
+                NOISE, verdict, lines, boundaries=at, explained=_either(explained, overflowed)
             )
         lines.append(
             f"    at {placed} element(s) compiled is NaN or infinite where eager is finite, and "
             "eager's rounding noise makes eager non-finite there too (partial sums of another "
-            "order overflow): within rounding"
-            + (" (in this sample or the first)" if explained_before is not None else "")
+            f"order overflow): within rounding{either}"
         )
         verdict = dataclasses.replace(verdict, mismatched=verdict.mismatched - placed)
         explained = _either(explained, overflowed)
+    lines += _boundary_lines(at, crossed, wrong, either)
+    unexcused = at.crossed - crossed + at.wrong - wrong
+    if unexcused:
+        return _answer(
+            NOISE, verdict, lines, boundaries=at, unexcused=unexcused, explained=explained
+        )
+    verdict = _rest_by_rms(e, c, noisy, base, verdict, explained, crossed + wrong, lines)
+    return _answer(NOISE, verdict, lines, boundaries=at, explained=explained)
+
+
+def _boundary_lines(at: Boundaries, crossed: int, wrong: int, either: str) -> list[str]:
+    """What rule 3 says of the boundary elements: those eager's rounding noise explains
+    (`crossed`, `wrong` of them; `either`: in this sample or the first) and those it leaves."""
+    lines = []
     if wrong:
         lines.append(
             f"    at {wrong} boundary element(s) compiled gets wrong, eager's rounding noise "
             f"moves eager by more than {ILL_CONDITIONED:g} times compiled's step: no boundary "
-            "but an ill-conditioned value (a sum whose large terms cancel), within that noise"
-            + (" (in this sample or the first)" if explained_before is not None else "")
-            + ": excused"
+            f"but an ill-conditioned value (a sum whose large terms cancel), within that noise"
+            f"{either}: excused"
         )
     if crossed:
         lines.append(
@@ -421,9 +254,7 @@ def by_rounding_noise(
                 if at.cancels
                 else ""
             )
-            + ")"
-            + (" (in this sample or the first)" if explained_before is not None else "")
-            + ": within rounding, excused"
+            + f"){either}: within rounding, excused"
         )
     if at.wrong > wrong:
         lines.append(
@@ -438,9 +269,22 @@ def by_rounding_noise(
             "something else there (e.g. a constant kept wider than eager rounds it to), which "
             "no rounding excuses"
         )
-    unexcused = at.crossed - crossed + at.wrong - wrong
-    if unexcused:
-        return Judgement(verdict, lines, boundaries=at, unexcused=unexcused, explained=explained)
+    return lines
+
+
+def _rest_by_rms(
+    e: Tensor,
+    c: Tensor,
+    noisy: Tensor,
+    base: Tensor,
+    verdict: Scan,
+    explained: Tensor | None,
+    count: int,
+    lines: list[str],
+) -> Scan:
+    """Rule 3's verdict on the leaf once the `count` boundary elements the noise `explained`
+    are excused: the rest of it by the rms, without those elements on either side (its line
+    added to `lines`)."""
     if count:
         verdict = dataclasses.replace(
             verdict,
@@ -448,8 +292,7 @@ def by_rounding_noise(
             value_mismatches=max(verdict.value_mismatches - count, 0),
         )
         if not verdict.mismatched:
-            return Judgement(verdict, lines, boundaries=at, explained=explained)
-        # The rest of the leaf by the rms, without these elements on either side.
+            return verdict
         assert explained is not None
         keep = explained.to(c.device)
         c = torch.where(keep, e.detach().reshape(-1), c.detach().reshape(-1)).reshape(e.shape)
@@ -462,7 +305,7 @@ def by_rounding_noise(
     )
     if moved_by_compiler <= SENSITIVITY_SLACK * moved_by_noise:
         verdict = dataclasses.replace(verdict, mismatched=0, value_mismatches=0)
-    return Judgement(verdict, lines, boundaries=at, explained=explained)
+    return verdict
 
 
 def _placement(e: Tensor, c: Tensor) -> Tensor:
@@ -485,11 +328,6 @@ def _overflowed(placement: Tensor | None, noisy: Tensor) -> Tensor | None:
     return shown if bool(shown.any()) else None
 
 
-def _flat64(device: torch.device, *tensors: Tensor) -> tuple[Tensor, ...]:
-    """Each tensor flattened, in float64, on `device`."""
-    return tuple(t.detach().reshape(-1).to(device=device, dtype=torch.float64) for t in tensors)
-
-
 def _either(mask: Tensor | None, other: Tensor | None) -> Tensor | None:
     return mask if other is None else other if mask is None else mask | other
 
@@ -508,7 +346,7 @@ def by_eager_spread(
     atol: float,
     differs: str,
     alerted: Callable[[], bool] = lambda: False,
-) -> Judgement:
+) -> Outcome:
     """A leaf that eager's re-runs `samples` (from the call's snapshot) do not all reproduce
     bit for bit (`differs` says how), told apart by the samples and by torch itself.
 
@@ -530,7 +368,7 @@ def by_eager_spread(
             "nondeterminism nor a verdict on the compiler, so nothing is excused; please report "
             "it with the repro."
         )
-        return Judgement(scan_leaf(c, e, rtol, atol), [line])
+        return _answer(LIMIT, scan_leaf(c, e, rtol, atol), [line])
     runs = [e, *samples]
     spread = max(distance(a, b).value for i, a in enumerate(runs) for b in runs[i + 1 :])
     verdict = scan_leaf(c, e, rtol, atol, reference=e, slack=spread)
@@ -540,14 +378,14 @@ def by_eager_spread(
     )
     if not verdict.mismatched:
         note = f"{name}: {rule}; compiled is within that run-to-run spread"
-        return Judgement(verdict, [], note=note, nondeterministic=True)
+        return _answer(SPREAD, verdict, [], note=note, nondeterministic=True)
     line = (
         f"  Judged against eager's run-to-run spread: {rule}; allowed: |compiled - eager| <= "
         f"atol + rtol * |eager| + {num(spread)}, and compiled is outside it at "
         f"{verdict.mismatched} element(s). To compare without eager's spread, call "
         "torch.use_deterministic_algorithms(True)."
     )
-    return Judgement(verdict, [line], nondeterministic=True)
+    return _answer(SPREAD, verdict, [line], nondeterministic=True)
 
 
 def nondeterministic_text(how: str) -> str:

@@ -101,7 +101,7 @@ def test_a_boundary_element_compiled_gets_wrong_is_not_excused_by_eager_s_error_
     judged = rules.by_reference(e, c, r, *F32, scan_leaf(c, e, *F32))
     # Eager is a whole step off at row 0, so rule 1's slack (3 steps) excused every row before.
     assert judged.boundaries.wrong == 1 and judged.boundaries.crossed == 1
-    assert judged.verdict.mismatched == 2 and not judged.passed
+    assert judged.scan.mismatched == 2 and not judged.passed
     text = "\n".join(judged.lines)
     assert "compiled is wrong against the float64 reference" in text
     assert "first at index (2,): eager 0.0, compiled 1.0, reference 0.0" in text
@@ -120,18 +120,18 @@ def floor_rows() -> tuple[torch.Tensor, ...]:
 def test_crossed_boundary_elements_are_excused_where_eager_s_noise_crosses_too() -> None:
     e, c, r = floor_rows()
     judged = rules.by_reference(e, c, r, *F32, scan_leaf(c, e, *F32))
-    assert judged.boundaries.crossed == 2 and judged.verdict.mismatched == 2
+    assert judged.boundaries.crossed == 2 and judged.scan.mismatched == 2
     # The noise takes eager to 1 at both rows, as compiled: rounding, though the rms would not
     # excuse it (the noise moved the leaf less than compiled did).
     noisy = torch.tensor([1.0, 1.0, 1.0, 5.5])
-    passed = rules.by_rounding_noise(e, c, noisy, e, judged.verdict, judged.boundaries)
-    assert passed.verdict.mismatched == 0 and not passed.unexcused
+    passed = rules.by_rounding_noise(e, c, noisy, e, judged.scan, judged.boundaries)
+    assert passed.scan.mismatched == 0 and not passed.unexcused
     assert "at 2 boundary element(s) eager's rounding noise crosses" in "\n".join(passed.lines)
     # Noise that leaves eager's value alone at a row (a floor of an exact value) excuses
     # nothing there, and the rms of the rest of the leaf excuses nothing then either.
     beside = torch.tensor([1.0, 0.0, 1.0, 5.5])
-    failed = rules.by_rounding_noise(e, c, beside, e, judged.verdict, judged.boundaries)
-    assert failed.unexcused == 1 and failed.verdict.mismatched == 2
+    failed = rules.by_rounding_noise(e, c, beside, e, judged.scan, judged.boundaries)
+    assert failed.unexcused == 1 and failed.scan.mismatched == 2
     assert "at 1 boundary element(s) eager's value is exact" in "\n".join(failed.lines)
 
 
@@ -149,7 +149,7 @@ def test_a_leaf_that_cancels_identically_is_excused_where_eager_s_noise_moves_it
     assert judged.boundaries.crossed == 3 and not judged.passed
     # Eager's residue is rounding: the noise moves it by as much as it is far from 0.
     noisy = e * torch.tensor([1.0, 0.5, 1.4, 2.0], dtype=torch.float16)
-    passed = rules.by_rounding_noise(e, c, noisy, e, judged.verdict, judged.boundaries)
+    passed = rules.by_rounding_noise(e, c, noisy, e, judged.scan, judged.boundaries)
     assert passed.passed and "moves eager there by a third" in "\n".join(passed.lines)
 
 
@@ -164,12 +164,12 @@ def test_crossed_elements_are_excused_one_by_one_over_a_sample_and_its_mirror() 
     first = e * torch.tensor([1.0, 2.0, 1.0, 1.0, 1.0], dtype=torch.float16)  # element 1 only
     mirror = e * torch.tensor([1.0, 1.0, 2.0, 2.0, 1.0], dtype=torch.float16)  # 2 and 3
     alone = [
-        rules.by_rounding_noise(e, c, noisy, e, judged.verdict, judged.boundaries)
+        rules.by_rounding_noise(e, c, noisy, e, judged.scan, judged.boundaries)
         for noisy in (first, mirror)
     ]
     assert [j.unexcused for j in alone] == [2, 1]
     both = rules.by_rounding_noise(
-        e, c, mirror, e, judged.verdict, judged.boundaries, explained_before=alone[0].explained
+        e, c, mirror, e, judged.scan, judged.boundaries, explained_before=alone[0].explained
     )
     assert both.passed and not both.unexcused
     assert "(in this sample or the first)" in "\n".join(both.lines)
@@ -181,10 +181,10 @@ def test_a_leaf_that_cancels_everywhere_is_one_residue_once_the_noise_shows_it_a
     e, c, r = cancelled()
     judged = rules.by_reference(e, c, r, 1e-3, 1e-5, scan_leaf(c, e, 1e-3, 1e-5))
     first = e * torch.tensor([1.0, 2.0, 1.0, 1.0], dtype=torch.float16)
-    passed = rules.by_rounding_noise(e, c, first, e, judged.verdict, judged.boundaries)
+    passed = rules.by_rounding_noise(e, c, first, e, judged.scan, judged.boundaries)
     assert passed.passed and "the float64 reference is 0 everywhere" in "\n".join(passed.lines)
     # Noise that moves no residue anywhere shows none: eager's values stand as exact.
-    still = rules.by_rounding_noise(e, c, e.clone(), e, judged.verdict, judged.boundaries)
+    still = rules.by_rounding_noise(e, c, e.clone(), e, judged.scan, judged.boundaries)
     assert not still.passed and still.unexcused == 3
 
 
@@ -198,11 +198,11 @@ def test_a_leaf_masked_to_zero_in_float64_is_convicted_where_eager_s_value_is_ex
     assert judged.boundaries.crossed == 1 and not judged.passed
     noisy = e.clone()
     noisy[0] = 0.28125  # one bfloat16 rounding of the value, on its side
-    failed = rules.by_rounding_noise(e, c, noisy, e, judged.verdict, judged.boundaries)
+    failed = rules.by_rounding_noise(e, c, noisy, e, judged.scan, judged.boundaries)
     assert not failed.passed and failed.unexcused == 1
     # Moved by more than RESIDUE_ULPS units of itself, the same value is rounding residue.
     noisy[0] = 0.2734375  # 3 units below
-    residue = rules.by_rounding_noise(e, c, noisy, e, judged.verdict, judged.boundaries)
+    residue = rules.by_rounding_noise(e, c, noisy, e, judged.scan, judged.boundaries)
     assert residue.passed and not residue.unexcused
 
 
