@@ -74,6 +74,18 @@ class Scan:
     rescued: int = 0  # elements eager has non-finite where compiled agrees with a finite reference
     unjudged: int = 0  # compiled finite where eager and a reference no wider than it are not
 
+    def add(self, row: list[float]) -> None:
+        """Take in one chunk's row (`_row`), read on the host."""
+        mismatched, value_mismatches, rescued, placed, first_placed, unjudged = row[:6]
+        self.mismatched += int(mismatched)
+        self.value_mismatches += int(value_mismatches)
+        self.rescued += int(rescued)
+        self.unjudged += int(unjudged)
+        if self.first_placement < 0 and placed:
+            self.first_placement = int(first_placed)
+        for k, peak in enumerate((self.abs_all, self.rel_all, self.abs_bad, self.rel_bad)):
+            peak.take(row[6 + 2 * k], row[7 + 2 * k])
+
 
 def is_inexact(t: Tensor) -> bool:
     return t.is_floating_point() or t.is_complex()
@@ -432,54 +444,79 @@ def scan_leaf(
         else:
             ok = torch.where(finite, diff <= atol + rtol * ew.abs(), same_nonfinite(cw, ew))
             if reference is not None:
-                rw = _widen(chunk[2], cw.device)
-                rounded = _widen(chunk[2].to(e.dtype), cw.device)  # the exact answer in e's dtype
-                c_finite, e_finite, r_finite = cw.isfinite(), ew.isfinite(), rounded.isfinite()
-                close = (cw - rw).abs() <= atol + rtol * rw.abs() + slack
-                agrees = torch.where(
-                    c_finite,
-                    r_finite & close,
-                    ~e_finite | (~r_finite & same_nonfinite(cw, rounded)),
+                ok, rescued, unjudged = _by_reference(
+                    cw, ew, chunk[2], ok, rtol, atol, slack, dtype=e.dtype
                 )
-                rescued = (agrees & ~ok & ~e_finite & c_finite).sum()
-                if reference.dtype == e.dtype:  # no wider: an overflow only one side makes
-                    undecidable = ~ok & ~agrees & c_finite & ~e_finite & ~r_finite
-                    unjudged = undecidable.sum()
-                    agrees |= undecidable
-                ok |= agrees
-        bad = ~ok
-        value_bad = bad & finite
-        placement = (bad & ~finite).to(torch.uint8)
-        magnitude = ew.abs()
-        rel = diff / magnitude
-        counts = [
-            bad.sum(),
-            value_bad.sum(),
-            rescued,
-            placement.amax(),
-            placement.argmax() + start,
-            unjudged,
-        ]
-        rows.append(
-            torch.stack(
-                [count.to(torch.float64) for count in counts]
-                + _Peak.unread(diff, start)
-                + _Peak.unread(torch.where(finite & (magnitude > 0), rel, 0.0), start)
-                + _Peak.unread(torch.where(value_bad, diff, 0.0), start)
-                + _Peak.unread(torch.where(value_bad, rel, 0.0), start)
-            )
-        )
+        rows.append(_row(start, ok, finite, diff, ew, rescued, unjudged))
     for row in _read_rows(iter(rows)):
-        mismatched, value_mismatches, rescued_here, placed, first_placed, unjudged_here = row[:6]
-        scan.mismatched += int(mismatched)
-        scan.value_mismatches += int(value_mismatches)
-        scan.rescued += int(rescued_here)
-        scan.unjudged += int(unjudged_here)
-        if scan.first_placement < 0 and placed:
-            scan.first_placement = int(first_placed)
-        for k, peak in enumerate((scan.abs_all, scan.rel_all, scan.abs_bad, scan.rel_bad)):
-            peak.take(row[6 + 2 * k], row[7 + 2 * k])
+        scan.add(row)
     return scan
+
+
+def _by_reference(
+    cw: Tensor,
+    ew: Tensor,
+    r: Tensor,
+    ok: Tensor,
+    rtol: float,
+    atol: float,
+    slack: float,
+    *,
+    dtype: torch.dtype,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """`scan_leaf`'s verdicts `ok` on a chunk with non-finite values (both sides widened, of a
+    leaf of `dtype`), widened by the reference `r`; with them, how many elements compiled is
+    rescued at (it agrees with a finite reference where eager is not finite) and how many
+    cannot be judged (a reference no wider than the leaf, non-finite with eager)."""
+    rw = _widen(r, cw.device)
+    rounded = _widen(r.to(dtype), cw.device)  # the exact answer in the leaf's dtype
+    c_finite, e_finite, r_finite = cw.isfinite(), ew.isfinite(), rounded.isfinite()
+    close = (cw - rw).abs() <= atol + rtol * rw.abs() + slack
+    agrees = torch.where(
+        c_finite,
+        r_finite & close,
+        ~e_finite | (~r_finite & same_nonfinite(cw, rounded)),
+    )
+    rescued = (agrees & ~ok & ~e_finite & c_finite).sum()
+    unjudged = torch.zeros((), dtype=torch.int64, device=cw.device)
+    if r.dtype == dtype:  # no wider: an overflow only one side makes
+        undecidable = ~ok & ~agrees & c_finite & ~e_finite & ~r_finite
+        unjudged = undecidable.sum()
+        agrees |= undecidable
+    return ok | agrees, rescued, unjudged
+
+
+def _row(
+    start: int,
+    ok: Tensor,
+    finite: Tensor,
+    diff: Tensor,
+    ew: Tensor,
+    rescued: Tensor,
+    unjudged: Tensor,
+) -> Tensor:
+    """One chunk's counts and peaks, left on its device for `_read_rows` to read in one sync:
+    a chunk whose flat indices start at `start`, and its verdicts `ok`."""
+    bad = ~ok
+    value_bad = bad & finite
+    placement = (bad & ~finite).to(torch.uint8)
+    magnitude = ew.abs()
+    rel = diff / magnitude
+    counts = [
+        bad.sum(),
+        value_bad.sum(),
+        rescued,
+        placement.amax(),
+        placement.argmax() + start,
+        unjudged,
+    ]
+    return torch.stack(
+        [count.to(torch.float64) for count in counts]
+        + _Peak.unread(diff, start)
+        + _Peak.unread(torch.where(finite & (magnitude > 0), rel, 0.0), start)
+        + _Peak.unread(torch.where(value_bad, diff, 0.0), start)
+        + _Peak.unread(torch.where(value_bad, rel, 0.0), start)
+    )
 
 
 def _all_finite(finite: Tensor, dtype: torch.dtype, reference: Tensor | None) -> bool:
