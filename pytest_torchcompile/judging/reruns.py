@@ -74,6 +74,16 @@ class _Rerun:
         self.result()
         return name in self._index, self._index.get(name)
 
+    def leaf(self, name: str, e: Tensor) -> Tensor | None:
+        """This leaf in the re-run in eager's dtype, if it is there and shaped like eager's, on
+        the device `e` is judged on."""
+        _, value = self.get(name)
+        if isinstance(value, float | complex):
+            value = torch.tensor(value, dtype=e.dtype)
+        if not isinstance(value, Tensor) or value.shape != e.shape:
+            return None
+        return dense(value).to(e.device)
+
 
 _NONDETERMINISM_ALERTS = ("does not have a deterministic implementation", "is not deterministic")
 
@@ -100,6 +110,60 @@ def _nondeterminism_alerts(run: Callable[[], Any]) -> bool:
 LATE_SAMPLES = 4
 """More eager runs, at most, where a failing leaf's second run happened to reproduce eager: an
 atomic accumulation ordered one of two ways lands alike in five runs once in 32."""
+
+
+class _EagerRuns:
+    """Eager re-run plainly from the call's snapshot: the second run (does it reproduce
+    eager?), a third (eager's own spread, or a call the snapshot did not rebuild), up to
+    LATE_SAMPLES more (nondeterminism that landed alike), and one under torch's nondeterminism
+    alerts. The leaves share them."""
+
+    def __init__(self, thunk: Callable[[], SideResult] | None) -> None:
+        self.again = _Rerun(thunk)
+        self.third = _Rerun(thunk)  # the same plain re-run once more
+        self.late = [_Rerun(thunk) for _ in range(LATE_SAMPLES)]
+        self._thunk = thunk
+        self._alerted: bool | None = None
+
+    @property
+    def runs(self) -> list[_Rerun]:
+        return [self.again, self.third, *self.late]
+
+    def spread_samples(self, name: str, e: Tensor) -> list[Tensor] | None:
+        """The second and third eager runs of this leaf, where eager's second run does not
+        reproduce it; None where the third raised or lacks the leaf."""
+        second = self.again.leaf(name, e)
+        third = self.third.leaf(name, e)
+        if second is None or third is None or self.third.result().exception is not None:
+            return None
+        return [second, third]
+
+    def late_samples(self, name: str, e: Tensor) -> tuple[list[Tensor], str]:
+        """Where a leaf still fails after the rules though the second eager run reproduced
+        eager within the tolerance: eager's runs of it, once one differs from eager bit for bit
+        (the second, or one of up to LATE_SAMPLES more), and how; ([], "") when every run is
+        eager's to the bit (then eager is deterministic here, as far as runs can show)."""
+        samples: list[Tensor] = []
+        for rerun in [self.again, *self.late]:
+            if not rerun.given or rerun.result().exception is not None:
+                return [], ""
+            value = rerun.leaf(name, e)
+            if value is None:
+                return [], ""
+            samples.append(value)
+            if not rules.identical(value, e):
+                differing = int((~same_nonfinite(value, e)).sum())
+                worst = num(distance(value, e).value)
+                return samples, f"eager runs differ at {differing} element(s) by up to {worst}"
+        return [], ""
+
+    def alerted(self) -> bool:
+        """Whether torch alerts that the call is nondeterministic: one more eager run under
+        `torch.use_deterministic_algorithms(True, warn_only=True)` (not a sample: kernels with
+        a deterministic alternative switch to it there), its warnings read. Run once a call."""
+        if self._alerted is None:
+            self._alerted = self._thunk is not None and _nondeterminism_alerts(self._thunk)
+        return self._alerted
 
 
 class Reruns:
@@ -129,11 +193,8 @@ class Reruns:
         self.assumed = rebuilt  # a plain re-run rebuilt this call's kind before: not run again
         self.reproduced: bool | None = None  # whether every leaf asked about was reproduced
         self.reference_run = _Rerun(reference)
-        self.eager_again = _Rerun(eager_again)
-        self.eager_third = _Rerun(eager_again)  # the same plain re-run once more
-        self._late = [_Rerun(eager_again) for _ in range(LATE_SAMPLES)]  # shared by the leaves
-        self._eager_thunk = eager_again
-        self._alerted: bool | None = None
+        self.eager = _EagerRuns(eager_again)
+        self.eager_again = self.eager.again
         self.perturbed = _Rerun(perturbed)
         self.mirrored = _Rerun(mirrored)
         self.noise_base = _Rerun(noise_base)
@@ -210,8 +271,8 @@ class Reruns:
             raised = rerun.result().exception if rerun.given else None
             if raised is not None:
                 return Noise(None, None, exc_text(raised))
-        base = self.leaf(self.noise_base, name, e) if self.noise_base.given else e
-        return Noise(self.leaf(noisy_run, name, e), base)
+        base = self.noise_base.leaf(name, e) if self.noise_base.given else e
+        return Noise(noisy_run.leaf(name, e), base)
 
     def noise_rows(self, name: str, e: Tensor, c: Tensor) -> RowSample | None:
         """Where the full rounding-noise runs would pass the call's re-run bound: this leaf's
@@ -240,7 +301,7 @@ class Reruns:
             return None
         self._sampled += runs.values()
         eager_rows = e[rows.to(e.device)]
-        again = self.leaf(runs["plain"], name, eager_rows)
+        again = runs["plain"].leaf(name, eager_rows)
         if again is None or not rules.identical(again, eager_rows):
             return None
         text = samples.sample_text(
@@ -260,9 +321,7 @@ class Reruns:
         """What this call's re-runs took so far."""
         ran = [
             self.reference_run,
-            self.eager_again,
-            self.eager_third,
-            *self._late,
+            *self.eager.runs,
             self.perturbed,
             self.mirrored,
             self.noise_base,
@@ -272,55 +331,13 @@ class Reruns:
         return sum(rerun.seconds for rerun in ran)
 
     def spread_samples(self, name: str, e: Tensor) -> list[Tensor] | None:
-        """The second and third eager runs of this leaf, where eager's second run does not
-        reproduce it; None where the third raised or lacks the leaf."""
-        second = self.leaf(self.eager_again, name, e)
-        third = self.leaf(self.eager_third, name, e)
-        if second is None or third is None or self.eager_third.result().exception is not None:
-            return None
-        return [second, third]
+        return self.eager.spread_samples(name, e)
 
     def late_samples(self, name: str, e: Tensor) -> tuple[list[Tensor], str]:
-        """Where a leaf still fails after the rules though the second eager run reproduced
-        eager within the tolerance: eager's runs of it, once one differs from eager bit for bit
-        (the second, or one of up to LATE_SAMPLES more), and how; ([], "") when every run is
-        eager's to the bit (then eager is deterministic here, as far as runs can show)."""
-        samples: list[Tensor] = []
-        for rerun in [self.eager_again, *self._late]:
-            if not rerun.given or rerun.result().exception is not None:
-                return [], ""
-            value = self.leaf(rerun, name, e)
-            if value is None:
-                return [], ""
-            samples.append(value)
-            if not rules.identical(value, e):
-                differing = int((~same_nonfinite(value, e)).sum())
-                worst = num(distance(value, e).value)
-                return samples, f"eager runs differ at {differing} element(s) by up to {worst}"
-        return [], ""
+        return self.eager.late_samples(name, e)
 
     def alerted(self) -> bool:
-        """Whether torch alerts that the call is nondeterministic: one more eager run under
-        `torch.use_deterministic_algorithms(True, warn_only=True)` (not a sample: kernels with
-        a deterministic alternative switch to it there), its warnings read. Run once a call."""
-        if self._alerted is None:
-            self._alerted = self._eager_thunk is not None and _nondeterminism_alerts(
-                self._eager_thunk
-            )
-        return self._alerted
-
-    # --- the rest ----------------------------------------------------------------------------
-
-    @staticmethod
-    def leaf(rerun: _Rerun, name: str, e: Tensor) -> Tensor | None:
-        """This leaf in a re-run in eager's dtype, if it is there and shaped like eager's, on
-        the device `e` is judged on."""
-        _, value = rerun.get(name)
-        if isinstance(value, float | complex):
-            value = torch.tensor(value, dtype=e.dtype)
-        if not isinstance(value, Tensor) or value.shape != e.shape:
-            return None
-        return dense(value).to(e.device)
+        return self.eager.alerted()
 
 
 class _RowReruns(Reruns):
