@@ -267,6 +267,18 @@ class _PlainVerdicts:
             return settled.within_floor
         return plainly_close(c, e, rtol, atol + noise_floor(e, e.dtype))
 
+    def within_tolerance(
+        self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
+    ) -> tuple[float, float] | None:
+        """(max_abs, max_rel) where the leaf is within assert_close's tolerance, with the
+        reduction-order noise floor where the tolerances are the defaults; None elsewhere."""
+        passed = self.close(name, c, e, rtol, atol)
+        if passed is None and self.options.rtol is None and is_inexact(e):
+            # Within reduction-order noise of eager: the reference rule would pass it (with r the
+            # reference, |c - r| <= |c - e| + |e - r|), so no re-run is needed to say so.
+            passed = self.within_floor(name, c, e, rtol, atol)
+        return passed
+
     def _for(self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float) -> Settled | None:
         settled = self._settled.get(name)
         return settled if settled is not None and settled.judges(c, e, rtol, atol) else None
@@ -294,14 +306,12 @@ class _Comparer:
         self.options = options
         self.reruns = reruns
         self.plain = _PlainVerdicts(options)
+        self.witnesses = _Witnesses(options, reruns, controlled=controlled)
         self.leaves: list[LeafComparison] = []
-        self._controlled = controlled  # the control judges failures (not within the control)
         self._holding: set[int] = set()  # objects compared by what they hold, being walked
-        self._eager = SideResult(None, None, {}, {})
-        self._control_report: ParityReport | None = None  # eager against the control, once
 
     def compare(self, eager: SideResult, compiled: SideResult) -> ParityReport:
-        self._eager = eager
+        self.witnesses.eager = eager
         note = self.exceptions(eager, compiled)
         if eager.exception is None and compiled.exception is None:
             self.plain.settle(eager, compiled)
@@ -312,24 +322,10 @@ class _Comparer:
 
     def exceptions(self, eager: SideResult, compiled: SideResult) -> str:
         """Record an 'exception' leaf when the sides disagree on raising; return the note."""
-        e, c = eager.exception, compiled.exception
-        if e is None and c is None:
-            return ""
-        e_user = None if e is None else _compat.user_exception(e)
-        c_user = None if c is None else _compat.user_exception(c)
-        if e_user is not None and c is not None and isinstance(c_user, type(e_user)):
-            # What the user sees: Dynamo's wrappers unwrapped. A subclass of eager's type is
-            # parity too: code catching what eager raised catches it.
-            note = f"both raised {_type_name(e_user)}"
-            if c_user is not c:
-                return f"{note} (compiled: inside torch.compile's {_type_name(c)})"
-            return note if type(c_user) is type(e_user) else f"{note} (compiled: {_type_name(c)})"
-        body = (
-            f"exception: eager {_outcome(e, eager.raised_in_backward)}, "
-            f"compiled {_outcome(c, compiled.raised_in_backward)}"
-        )
-        self._fail("exception", body, "exception", eager_value=e)
-        return ""
+        note, body = _raising(eager, compiled)
+        if body:
+            self._fail("exception", body, "exception", eager_value=eager.exception)
+        return note
 
     def sections(self, eager: dict[str, Any], compiled: dict[str, Any], section: str) -> None:
         for key in eager:
@@ -436,7 +432,7 @@ class _Comparer:
         """A tensor leaf alike in metadata but for its strides: by the judges, in order, then,
         where they fail it, by the control."""
         rtol, atol = self.options.tolerances(e.dtype)
-        within = functools.partial(self._within_tolerance, name, c, e, rtol, atol)
+        within = functools.partial(self.plain.within_tolerance, name, c, e, rtol, atol)
         case = judges.Case(
             name, e, c, rtol, atol, tuple(problems), within, self.reruns, _judged_where
         )
@@ -445,7 +441,7 @@ class _Comparer:
             self.reruns.assumed = False  # a failure: prove, this time, that eager re-runs alike
             outcome = judges.judge(case)
         if outcome.verdict is Verdict.FAILED:
-            outcome = self._controlled_outcome(name, outcome)
+            outcome = self.witnesses.controlled(name, outcome)
         max_abs, max_rel = outcome.largest
         if outcome.verdict is not Verdict.FAILED:
             leaf = LeafComparison(
@@ -455,30 +451,6 @@ class _Comparer:
             return
         lines = _failure_lines(name, outcome, e, c, rtol, atol, problems)
         self._failed(name, lines, max_abs, max_rel, outcome.rule, outcome.nondeterministic)
-
-    def _within_tolerance(
-        self, name: str, c: Tensor, e: Tensor, rtol: float, atol: float
-    ) -> tuple[float, float] | None:
-        """(max_abs, max_rel) where the leaf is within assert_close's tolerance, with the
-        reduction-order noise floor where the tolerances are the defaults; None elsewhere."""
-        passed = self.plain.close(name, c, e, rtol, atol)
-        if passed is None and self.options.rtol is None and is_inexact(e):
-            # Within reduction-order noise of eager: the reference rule would pass it (with r the
-            # reference, |c - r| <= |c - e| + |e - r|), so no re-run is needed to say so.
-            passed = self.plain.within_floor(name, c, e, rtol, atol)
-        return passed
-
-    def _controlled_outcome(self, name: str, outcome: judges.Outcome) -> judges.Outcome:
-        """`outcome` (a failure), or NOT_JUDGED where the control differs from eager there too."""
-        shown = self.control_differs(self._eager, name) if self._controlled else ""
-        if not shown:
-            return outcome
-        return dataclasses.replace(
-            outcome,
-            verdict=Verdict.NOT_JUDGED,
-            rule=judges.CONTROL,
-            note=_control_note(name, shown),
-        )
 
     def _failed(
         self,
@@ -514,7 +486,7 @@ class _Comparer:
         """A leaf that differs in kind, structure, presence, metadata, a Python value or an
         exception: failed with a note where eager's own re-run varies there, or not judged where
         the control shows the same difference."""
-        shown = self.control_differs(self._eager, name) if self._controlled else ""
+        shown = self.witnesses.control_differs(name)
         if shown:
             note = _control_note(name, shown)
             self.leaves.append(
@@ -523,9 +495,34 @@ class _Comparer:
             return
         # A second eager run can explain differing values, never differing metadata.
         ask = self.reruns.eager_again.given and values_differ
-        varies = self.nondeterminism(name, eager_value, section) if ask else ""
+        varies = self.witnesses.nondeterminism(name, eager_value, section) if ask else ""
         lines = [body, f"  {varies}"] if varies else [body]
         self._failed(name, lines, 0.0, 0.0, "equality", bool(varies))
+
+
+class _Witnesses:
+    """What stands behind a failing leaf's verdict: the control (a difference it shows too is
+    the checker's own: not judged) and eager's second run (a difference it shows too is eager's
+    nondeterminism, which the failure says)."""
+
+    def __init__(self, options: CompareOptions, reruns: Reruns, *, controlled: bool) -> None:
+        self.options = options
+        self.reruns = reruns
+        self.eager = SideResult(None, None, {}, {})  # the call's eager side, once compared
+        self._controlled = controlled  # the control judges failures (not within the control)
+        self._control_report: ParityReport | None = None  # eager against the control, once
+
+    def controlled(self, name: str, outcome: judges.Outcome) -> judges.Outcome:
+        """`outcome` (a failure), or NOT_JUDGED where the control differs from eager there too."""
+        shown = self.control_differs(name)
+        if not shown:
+            return outcome
+        return dataclasses.replace(
+            outcome,
+            verdict=Verdict.NOT_JUDGED,
+            rule=judges.CONTROL,
+            note=_control_note(name, shown),
+        )
 
     def nondeterminism(self, name: str, eager_value: Any, section: str) -> str:
         """A note where a plain eager re-run does not reproduce the first at this non-tensor or
@@ -559,19 +556,20 @@ class _Comparer:
                 how = "two eager runs differ" + (f" by {num(worst)}" if worst else "")
         return rules.nondeterministic_text(how)
 
-    def control_differs(self, eager: SideResult, name: str) -> str:
+    def control_differs(self, name: str) -> str:
         """What the control run (the call through the compiled side's own path with no
         compiler) shows where it differs from eager at `name` too: the difference is then the
         checker's own. "" where it agrees there, or where there is no faithful control: a
-        difference stands unless the control shows it too."""
-        if not self.reruns.control.given:
+        difference stands unless the control shows it too, and within the control's own
+        comparison."""
+        if not self._controlled or not self.reruns.control.given:
             return ""
         control = self.reruns.control.result()
         if isinstance(control.exception, Unfaithful | UncopyableInputError):
             return ""
         if self._control_report is None:
             judge = _Comparer(self.options, self.reruns, controlled=False)
-            self._control_report = judge.compare(eager, control)
+            self._control_report = judge.compare(self.eager, control)
         for leaf in self._control_report.having(Verdict.FAILED):
             if leaf.leaf == "exception" or _related(leaf.leaf, name):
                 return leaf.message.removesuffix(_context_suffix(self.options.context))
@@ -720,6 +718,29 @@ def _layout(t: Tensor) -> tuple[tuple[int, ...], tuple[int, ...]]:
     order = tuple(sorted(dims, key=lambda d: (-strides[d], -d)))
     broadcast = tuple(d for d in dims if strides[d] == 0)
     return order, broadcast
+
+
+def _raising(eager: SideResult, compiled: SideResult) -> tuple[str, str]:
+    """How the sides compare in raising, as the user sees it: (the note where both raised
+    alike, the failure's text where they did not); ("", "") where neither raised."""
+    e, c = eager.exception, compiled.exception
+    if e is None and c is None:
+        return "", ""
+    e_user = None if e is None else _compat.user_exception(e)
+    c_user = None if c is None else _compat.user_exception(c)
+    if e_user is not None and c is not None and isinstance(c_user, type(e_user)):
+        # What the user sees: Dynamo's wrappers unwrapped. A subclass of eager's type is
+        # parity too: code catching what eager raised catches it.
+        note = f"both raised {_type_name(e_user)}"
+        if c_user is not c:
+            return f"{note} (compiled: inside torch.compile's {_type_name(c)})", ""
+        same = type(c_user) is type(e_user)
+        return (note if same else f"{note} (compiled: {_type_name(c)})"), ""
+    body = (
+        f"exception: eager {_outcome(e, eager.raised_in_backward)}, "
+        f"compiled {_outcome(c, compiled.raised_in_backward)}"
+    )
+    return "", body
 
 
 def _type_name(exc: BaseException) -> str:
