@@ -1,4 +1,5 @@
 """Judging a call: the walk over both sides' leaves (parity), the judges that each try one rule
-in the order docs/compared.md lists, the closeness they measure with, the edge values, and the
-failure text they leave.
+in the order docs/compared.md lists (judges, rules, boundaries), all answering in one outcome
+type (verdicts), the closeness they measure with, and the re-runs they consult (reruns, bounded
+by samples).
 """
