@@ -133,7 +133,7 @@ class _Copier:
         # is reused while the memo serves later copies (a module's copy, synced call by call).
         self.alive: list[Any] = memo.setdefault(id(memo), [])
         self.shared = _MODULE_LEVEL.view()
-        self.module_names: dict[int, str] = {}  # id of a module -> its path, for messages
+        self.objects = _Objects(self)
 
     def call(self, tree: Any) -> Any:
         """`tree` copied; a call-shaped tuple's parts named as the user knows them."""
@@ -159,14 +159,14 @@ class _Copier:
         if is_atomic(x):
             return x
         if isinstance(x, torch.Tensor):
-            return self._remember(x, self._tensor(x, path))
+            return self.remember(x, self._tensor(x, path))
         if self.shared.holds(x):
             return x
         if type(x) in (list, dict, set, tuple, frozenset):
             return self._container(x, path)
-        return self._object(x, path)
+        return self.objects.copy(x, path)
 
-    def _remember(self, x: Any, y: Any) -> Any:
+    def remember(self, x: Any, y: Any) -> Any:
         self.memo[id(x)] = y
         self.alive.append(x)
         return y
@@ -203,7 +203,7 @@ class _Copier:
         `.grad` and its attributes, which `Parameter.__deepcopy__` drops."""
         detached = self._deepcopied(p.detach(), path, temporary=True)
         copied = torch.nn.Parameter(detached, p.requires_grad)
-        self._remember(p, copied)
+        self.remember(p, copied)
         if p.grad is not None:
             copied.grad = self._deepcopied(p.grad, f"{path}.grad")
         copied.__dict__.update(self.copy(p.__dict__, path))
@@ -224,20 +224,20 @@ class _Copier:
         out = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, device=t.device)
         return out.copy_(behind)
 
-    # containers and objects --------------------------------------------------------------------
+    # containers -----------------------------------------------------------------------------------
 
     def _container(self, x: Any, path: str) -> Any:
         if isinstance(x, list):
-            out: list[Any] = self._remember(x, [])
+            out: list[Any] = self.remember(x, [])
             out.extend(self.copy(item, f"{path}[{i}]") for i, item in enumerate(x))
             return out
         if isinstance(x, dict):
-            copied: dict[Any, Any] = self._remember(x, {})
+            copied: dict[Any, Any] = self.remember(x, {})
             for key, value in x.items():
                 copied[self.copy(key, path)] = self.copy(value, f"{path}[{key!r}]")
             return copied
         if isinstance(x, set):
-            members: set[Any] = self._remember(x, set())
+            members: set[Any] = self.remember(x, set())
             members.update(self.copy(item, path) for item in x)
             return members
         items = [self.copy(item, f"{path}[{i}]") for i, item in enumerate(x)]
@@ -245,9 +245,18 @@ class _Copier:
         if found is not _MISSING:
             return found
         same = all(a is b for a, b in zip(items, x, strict=True))
-        return self._remember(x, x if same else type(x)(items))
+        return self.remember(x, x if same else type(x)(items))
 
-    def _object(self, x: Any, path: str) -> Any:
+
+class _Objects:
+    """Objects copied through their copy protocol (`__deepcopy__`, `copyreg`, `__reduce_ex__`)
+    or rebuilt from their state, every part they hold copied by the copier's rules."""
+
+    def __init__(self, copier: _Copier) -> None:
+        self.copier = copier
+        self._module_names: dict[int, str] = {}  # id of a module -> its path, for messages
+
+    def copy(self, x: Any, path: str) -> Any:
         """An object through its own `__deepcopy__`, else the copy protocol walked here, else
         rebuilt from `object.__new__` and its state. The protocol runs the object's code: where
         that changes the object itself (pyro's `AutoGuide.__getstate__` clears fields of the
@@ -256,7 +265,8 @@ class _Copier:
         own = getattr(cls, "__deepcopy__", None)
         if own is not None:
             try:
-                return self._remember(x, _leaving_alone(x, lambda: own(x, self.memo)))
+                copied = _leaving_alone(x, lambda: own(x, self.copier.memo))
+                return self.copier.remember(x, copied)
             except Exception:  # a class that refuses deepcopy: its state is copied instead
                 pass
         try:
@@ -270,19 +280,19 @@ class _Copier:
     def _reconstruct(self, x: Any, path: str, reduced: tuple[Any, ...]) -> Any:
         func, args, state, listiter, dictiter = (*reduced, None, None, None)[:5]
         try:
-            y = func(*self.copy(args, path))
+            y = func(*self.copier.copy(args, path))
         except Exception as exc:
             if func not in _NEW_OBJECT:
                 raise _Refused(path, x, exc) from exc
             return self._from_state(x, path, exc)  # a __new__ that wants arguments
-        self._remember(x, y)
+        self.copier.remember(x, y)
         self._set_state(x, y, state, path)
         if listiter is not None:
             for item in listiter:
-                y.append(self.copy(item, path))
+                y.append(self.copier.copy(item, path))
         if dictiter is not None:
             for key, value in dictiter:
-                y[self.copy(key, path)] = self.copy(value, f"{path}[{key!r}]")
+                y[self.copier.copy(key, path)] = self.copier.copy(value, f"{path}[{key!r}]")
         return y
 
     def _from_state(self, x: Any, path: str, exc: BaseException) -> Any:
@@ -295,11 +305,11 @@ class _Copier:
             raise _Refused(path, x, exc) from exc
         if state is None:
             raise _Refused(path, x, exc) from exc
-        self._remember(x, y)
+        self.copier.remember(x, y)
         held, slots = state
         self._set_state(x, y, held or None, path)
         for key, value in slots.items():
-            object.__setattr__(y, key, self.copy(value, f"{path}.{key}"))
+            object.__setattr__(y, key, self.copier.copy(value, f"{path}.{key}"))
         return y
 
     def _set_state(self, x: Any, y: Any, state: Any, path: str) -> None:
@@ -311,10 +321,11 @@ class _Copier:
             slots = None
         if isinstance(state, dict):
             state = {
-                key: self.copy(value, self._label(x, key, path)) for key, value in state.items()
+                key: self.copier.copy(value, self._label(x, key, path))
+                for key, value in state.items()
             }
         else:
-            state = self.copy(state, path)
+            state = self.copier.copy(state, path)
         setstate = getattr(y, "__setstate__", None)
         if setstate is not None and not isinstance(y, type):
             setstate(state)
@@ -322,16 +333,16 @@ class _Copier:
         if state:
             y.__dict__.update(state)
         for key, value in (slots or {}).items():
-            setattr(y, key, self.copy(value, f"{path}.{key}"))
+            setattr(y, key, self.copier.copy(value, f"{path}.{key}"))
 
     def _label(self, x: Any, key: str, path: str) -> str:
         """How the user knows an attribute: a module's by the path `named_modules` gives it."""
         if not isinstance(x, torch.nn.Module):
             return f"{path}.{key}"
-        owner = self.module_names.setdefault(id(x), type(x).__name__)
+        owner = self._module_names.setdefault(id(x), type(x).__name__)
         if key == "_modules":
             for name, child in x._modules.items():
-                self.module_names.setdefault(id(child), f"{owner}.{name}")
+                self._module_names.setdefault(id(child), f"{owner}.{name}")
         return f"attribute {key!r} of module {owner!r}"
 
 
