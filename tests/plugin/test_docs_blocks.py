@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import torch
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from pytest_torchcompile import cli, errors
 from pytest_torchcompile.counting import budgets
+from tests.plugin.loader import skip_where_the_loader_crashes
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -162,11 +162,7 @@ def test_python_block_passes(hypothesis_pytester: pytest.Pytester, block: Block)
     result = hypothesis_pytester.runpytest(
         "--compile-backend=aot_eager", "--hypothesis-profile=parity-few", "-p", "no:cacheprovider"
     )
-    crash = re.search(
-        r"LoaderCrash: AOTInductor's package loader crashed \(([^)]*)\)", result.stdout.str()
-    )
-    if crash is not None:  # torch 2.11+cu130's runtime: the plugin loaded the package plainly too
-        pytest.skip(f"torch {torch.__version__}'s AOTInductor loader crashes here ({crash[1]})")
+    skip_where_the_loader_crashes(result.stdout.str())
     assert result.ret == pytest.ExitCode.OK, f"{block.id} failed:\n{result.stdout.str()}"
 
 
