@@ -47,7 +47,7 @@ def compile_parity(request: pytest.FixtureRequest) -> Iterator[Checker | EagerOn
             compile_parity(model, torch.randn(8, 16, device=device))
             compile_parity(model, torch.randn(4, 16, device=device))  # a second shape
     """
-    from pytest_torchcompile.runner import Checker, isolated
+    from pytest_torchcompile.runner import Checker
     from pytest_torchcompile.running.recorder import Recorder
 
     if request.config.stash[SESSION_KEY].parity == "off":
@@ -59,7 +59,7 @@ def compile_parity(request: pytest.FixtureRequest) -> Iterator[Checker | EagerOn
     checker.recorder = Recorder(examples=examples)  # so that a failure can be replayed (triage.py)
     request.node.stash[CHECKER_KEY] = checker
     request.node.stash[TMP_PATHS_KEY] = request.getfixturevalue("tmp_path_factory")
-    with isolated(checker.accountant):
+    with checker.isolated():
         yield checker
 
 

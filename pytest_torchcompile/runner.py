@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Hashable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,7 +28,6 @@ from pytest_torchcompile.errors import (
     first_line,
 )
 from pytest_torchcompile.judging import parity
-from pytest_torchcompile.judging.judges import Verdict
 from pytest_torchcompile.judging.messages import (
     both_rejected_note,
     compile_refusal,
@@ -37,13 +36,13 @@ from pytest_torchcompile.judging.messages import (
     inputs_note,
     rejection_note,
 )
+from pytest_torchcompile.outcome import NO_COMPILER, CheckOutcome, Happened, Totals
 from pytest_torchcompile.running import exported, misuse, randomness, sides
 from pytest_torchcompile.running.calls import Call, CallRunner
 from pytest_torchcompile.running.compiled import CompiledSide
 from pytest_torchcompile.running.shared_compiles import SharedCompiles
 from pytest_torchcompile.running.signatures import Skip, inputs_signature
-from pytest_torchcompile.running.trees import tensors
-from pytest_torchcompile.settings import Settings, apply
+from pytest_torchcompile.settings import CONTROL_BACKEND, Settings, apply
 
 
 @dataclass
@@ -89,14 +88,14 @@ class CallRecorder(Protocol):
         the message says about a setting the checker chose (fallback_random), if anything."""
 
 
-class Checker:
+class Checker(Totals):
     """The per-test checker behind the `compile_parity` fixture and `assert_compile_parity`.
 
     Each call (`check`) runs the compiled side on copies (`compiled.CompiledSide`) and the eager
     side on the caller's own objects, both from one state (the RNG, the containers the callable
     reaches), keeps the state before the call for the re-runs the rules need
     (`snapshot.StateBefore`), compares (`parity.compare`) and raises on a divergence; budgets are
-    judged over all calls when the test ends (`finish`).
+    judged over all calls when the test ends (`finish`). `outcome` is a check as one value.
     """
 
     def __init__(
@@ -107,34 +106,25 @@ class Checker:
         examples: bool = False,
         shared: SharedCompiles | None = None,
     ) -> None:
+        super().__init__(exported.path_notes(settings))  # notes: what the report should say
         self.settings = settings
         self.accountant = accountant or Accountant()
-        # Hypothesis examples share this checker: the recompile limit starts a fresh cache.
-        self.examples = examples
-        self.notes = exported.path_notes(settings)  # what the report should say of the check
-        self.calls = 0
-        self.rejected = 0  # Hypothesis examples rejected because eager raised on them
-        self.first_rejection = ""  # the first such error, "Type: message"
-        self.devices_seen: list[str] = []
-        self.largest_errors: dict[str, LeafError] = {}
-        self.excused: dict[str, int] = {}  # rule -> leaves it excused, over every call
-        self.not_judged: dict[str, int] = {}  # why (control, uncomparable) -> leaves
-        self.wall_time_s = 0.0
+        self.examples = examples  # Hypothesis examples: the recompile limit starts a new cache
         self.costs = Costs()  # where the checking time goes, and the compiles it adds
-        self.last_report: parity.ParityReport | None = None  # the latest call's leaf verdicts
         # Zero-change mode: compiles that serve later tests (shared_compiles.py)
         self.compiled = CompiledSide(settings, self.accountant, self.costs, shared)
+        self._comparer = _Comparer(settings, self.costs, self._context)
+        self._endings = _Endings(settings, self._context, examples=examples)
         self.sides = CallRunner(
             self.compiled,
             settings,
             examples=examples,
-            on_recompile_limit=self._start_fresh_cache,
+            on_recompile_limit=_FreshCaches(self, self._comparer),
             notes=self.notes,
             context=self._context,
             costs=self.costs,
         )
-        self._recompiles_before_cache = 0  # recompiles counted before the current compile cache
-        self._rebuilt: set[Hashable] = set()  # kinds of call a plain re-run reproduced
+        self._report: parity.ParityReport | None = None  # the latest call's leaf verdicts
         self.recorder: CallRecorder | None = None  # set by the fixture, for triage after a failure
 
     def __call__(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> ParityResult:
@@ -181,142 +171,140 @@ class Checker:
     def check(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> ParityResult:
-        """One checked call: both sides run, compared, and a divergence raised. What
+        """One checked call: both sides run, compared, and a divergence raised (the exception
+        its `outcome` ends in)."""
+        __tracebackhide__ = True
+        outcome = self.outcome(fn, args, kwargs)
+        if outcome.error is not None:
+            raise outcome.error
+        assert outcome.report is not None  # a check that passed compared
+        counts = self.accountant.counts()
+        return ParityResult(outcome.eager, outcome.compiled, outcome.errors, counts, outcome.report)
+
+    def outcome(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        *,
+        recorder: CallRecorder | None = None,
+        within: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    ) -> CheckOutcome:
+        """One checked call as one value: the exception a check can end in is kept, not raised,
+        so the caller decides what the ending means. `recorder` is told of the call first (its
+        error is the outcome's too); `within` is entered around the check itself. What
         torch.compile switches process-wide (distributions' argument validation...) is put back
         afterwards, so the test goes on as it would without the check. Dynamo's trace records
         are kept out of the log capture of whichever test phase the check runs in."""
         __tracebackhide__ = True
-        with _compat.process_switches_kept(), _compat.structured_trace_contained():
-            return self._check(fn, args, kwargs)
+        fallbacks = len(self.accountant.counts()["fallbacks"])
+        before = self.accountant.mark()
+        try:
+            if recorder is not None:
+                recorder.record(fn, args, kwargs)
+            with within(), _compat.process_switches_kept(), _compat.structured_trace_contained():
+                call, errors = self._check(fn, args, kwargs)
+        except Exception as error:
+            graphs = tuple(self.accountant.graphs_since(before))
+            return CheckOutcome(Happened.of(error), error, report=self._report, graphs=graphs)
+        return CheckOutcome(
+            Happened.PASSED,
+            eager=call.eager.output,
+            compiled=call.compiled.output,
+            errors=errors,
+            report=self._report,
+            graphs=tuple(self.accountant.graphs_since(before)),
+            fallbacks=tuple(self.accountant.counts()["fallbacks"][fallbacks:]),
+        )
 
     def _check(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
-    ) -> ParityResult:
+    ) -> tuple[Call, dict[str, LeafError]]:
         __tracebackhide__ = True
         misuse.check_call(fn, args, kwargs)
         if self.recorder is not None:
             self.recorder.record(fn, args, kwargs)
         started = time.perf_counter()
         self.calls += 1
-        self._note_devices(fn, args, kwargs)
+        self.note_devices(fn, args, kwargs)
         call: Call | None = None
         try:  # the sides do not wait for the device: the comparison reads what they queued
             call = self.sides.run(fn, args, kwargs)
             misuse.check_output(call.eager.output)
-            kind = _kind_of_call(fn, args, kwargs)
-            with self._comparing():
-                report = parity.compare(
-                    call.eager,
-                    call.compiled,
-                    self._compare_options(),
-                    **call.reruns(self.settings.compares_backward),
-                    rebuilt=kind in self._rebuilt,
-                    on_rows=call.on_rows(self.settings.compares_backward),
-                    eager_time=call.eager_time,
-                )
-            if report.rebuilt and kind is not None:
-                self._rebuilt.add(kind)
+            report = self._comparer.compare(call, _kind_of_call(fn, args, kwargs))
             sides.synchronize()
         except torch.AcceleratorError as exc:
             compiled = call.compiled if call is not None else None
             raise sides.device_failure(exc, compiled, self._context()) from exc
-        self.last_report = report
-        errors = _leaf_errors(report, self.largest_errors)
-        self.notes += [note for note in report.notes if note not in self.notes]
-        _tally(report, Verdict.EXCUSED, self.excused)
-        _tally(report, Verdict.NOT_JUDGED, self.not_judged)
+        self._report = report
+        errors = self.add_report(report)
         self.wall_time_s += time.perf_counter() - started
-        self._raise_compile_failure(call, self.compiled.refused_by(fn, call.compiled.exception))
-        with self._comparing():
-            message, note = self._divergence(call, report)
-        self._raise_divergence(call, message, note)
-        if call.eager.exception is not None:
-            self.accountant.excuse_last_call()
-            self._eager_rejected(call.eager.exception, args, kwargs)
-        return ParityResult(
-            eager=call.eager.output,
-            compiled=call.compiled.output,
-            errors=errors,
-            counts=self.accountant.counts(),
-            report=report,
-        )
-
-    def _compare_options(self) -> parity.CompareOptions:
-        return parity.CompareOptions(
-            rtol=self.settings.rtol,
-            atol=self.settings.atol,
-            check_strides=self.settings.check_strides,
-            check_requires_grad=self.settings.has_autograd,
-            context=self._context(),
-        )
-
-    @contextmanager
-    def _comparing(self) -> Iterator[None]:
-        """Time the block as comparing, less the re-runs it asked for (timed as re-runs)."""
-        re_runs = self.costs.seconds["re-runs"]
-        with self.costs.timing("comparing"):
-            yield
-        self.costs.seconds["comparing"] -= self.costs.seconds["re-runs"] - re_runs
-
-    def _divergence(self, call: Call, report: parity.ParityReport) -> tuple[str, str]:
-        """Where the sides diverge, or where the callable compiled as the user compiles it does:
-        the failure message ("" where none), saying which findings need the checker's own
-        fallback_random, and what it says of that setting."""
-        message, note = report.failure_message(), ""
-        if call.as_user is not None:
-            options = parity.CompareOptions(
-                check_strides=self.settings.check_strides,
-                check_requires_grad=self.settings.has_autograd,
-                context=self._context(),
-            )
-            users = parity.compare_metadata(
-                call.eager, call.as_user, options, control=call.control()
-            )
-            if not users.ok:
-                setting = _compat.fallback_random_setting()
-                message = randomness.as_user_failure(users.failure_message(), setting)
-            elif message:
-                checked = parity.compare_metadata(call.eager, call.compiled, options)
-                message = randomness.fallback_random_failure(message, not checked.ok)
-                note = message.split("\n\n", 1)[0]
-        return message, note
-
-    def _raise_divergence(self, call: Call, message: str, note: str) -> None:
-        """Raise ParityError with `message` (nothing where it is ""), the recorder told first."""
-        __tracebackhide__ = True
+        self._endings.refusal(call, self.compiled.refused_by(fn, call.compiled.exception))
+        message, note = self._comparer.divergence(call, report)
         if message:
             if self.recorder is not None:
                 self.recorder.diverged(note)
-            _, args, kwargs = call.snapshot_of
-            both_raised = call.eager.exception is not None and call.compiled.exception is not None
-            rejected = both_rejected_note(args, kwargs) if both_raised else ""
-            raise ParityError(message + inputs_note(args, kwargs) + rejected)
+            raise self._endings.divergence(call, message)
+        if call.eager.exception is not None:
+            self.accountant.excuse_last_call()
+            self._endings.eager_error(call.eager.exception, args, kwargs, self)
+        return call, errors
 
-    def _start_fresh_cache(self) -> None:
-        """Hypothesis examples filled Dynamo's cache up to its recompile limit: start a new one.
+    def _context(self) -> str:
+        return context_line(self.settings.describe(), self.devices_seen)
 
-        Examples draw far more shapes, dtypes and layouts than one program sees, so the limit
-        says little about the code under test; running the example eagerly would hide it. The
-        recompiles stay counted (a max_recompiles budget judges them after the last example),
-        the refused compile is not an eager fallback, and the report says what happened.
-        """
-        self.accountant.excuse_last_call()
-        self.costs.compiled(FRESH_CACHE)
-        recompiles = len(self.accountant.counts()["recompiles"])
-        since = recompiles - self._recompiles_before_cache
-        self.notes.append(fresh_cache_note(since, self.calls, self.settings))
-        self._recompiles_before_cache = recompiles
-        if not self.compiled.start_afresh():  # a session compile gets a region of its own
-            _compat.reset_dynamo()
-            self.compiled.forget()
-        self._rebuilt.clear()  # the compiled side's copies are made anew
+    def isolated(self, *, reset: bool = True) -> AbstractContextManager[None]:
+        """The clean compile world this checker's test runs in (see `isolated`)."""
+        return isolated(self.accountant, reset=reset)
 
-    def _raise_compile_failure(self, call: Call, refused_by: str | None) -> None:
+    def share(self, fn: Callable[..., Any], structure: Hashable) -> None:
+        """Let `fn`'s compile serve later calls of its class and `structure` (CompiledSide.share)."""
+        self.compiled.share(fn, structure)
+
+    def keeps_for_triage(self, recorder: CallRecorder) -> bool:
+        """Keep `recorder` for triage, unless one is kept already; whether it was."""
+        if self.recorder is not None:
+            return False
+        self.recorder = recorder
+        return True
+
+    def check_kind(self, outcome: CheckOutcome) -> str:
+        """Count an intercepted check by the graphs compiled for it; its kind (CHECK_KINDS), or
+        NO_COMPILER where the backend compiles nothing (`none`), uncounted."""
+        if self.settings.backend == CONTROL_BACKEND:
+            return NO_COMPILER
+        return self.costs.check_compiled(list(outcome.graphs))
+
+    def seconds_counted(self) -> float:
+        """The seconds the cost parts hold so far: the checker's own work, by part."""
+        return sum(self.costs.seconds.values())
+
+    def count_seconds(self, part: str, seconds: float) -> None:
+        """Add `seconds` to the cost part `part` (a caller's own time around the checks)."""
+        self.costs.seconds[part] += seconds
+
+    def finish(self) -> None:
+        """After the test: budgets over every call (and every Hypothesis example)."""
+        __tracebackhide__ = True
+        self._endings.budgets(self.accountant)
+
+
+class _Endings:
+    """How a check ends where it does not pass: a compile refusal (a budget verdict or an
+    exporter's), a divergence, eager's own exception (a rejected Hypothesis example), and the
+    budgets' verdict after the test."""
+
+    def __init__(self, settings: Settings, context: Callable[[], str], *, examples: bool) -> None:
+        self.settings = settings
+        self.context = context
+        self.examples = examples
+
+    def refusal(self, call: Call, refused_by: str | None) -> None:
         """A compiler refusal under fullgraph or the recompile limit is a budget verdict, and an
         exporter's refusal (`refused_by` names the export path) a compile failure, not parity."""
         __tracebackhide__ = True
         compiled = call.compiled.exception
-        context = self._context()
+        context = self.context()
         refusal = compile_refusal(
             compiled, call.eager.exception, self.settings, context, refused_by
         )
@@ -325,8 +313,32 @@ class Checker:
         if refusal is not None:
             raise refusal from compiled
 
-    def _eager_rejected(
-        self, exc: BaseException, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    @staticmethod
+    def divergence(call: Call, message: str) -> ParityError:
+        """The divergence `message`, with the inputs it was seen on (and, where both sides raised,
+        that both did)."""
+        _, args, kwargs = call.snapshot_of
+        both_raised = call.eager.exception is not None and call.compiled.exception is not None
+        rejected = both_rejected_note(args, kwargs) if both_raised else ""
+        return ParityError(message + inputs_note(args, kwargs) + rejected)
+
+    def budgets(self, accountant: Accountant) -> None:
+        """The budgets' verdict over every call of the test (`Checker.finish`)."""
+        __tracebackhide__ = True
+        names = ("max_graph_breaks", "max_recompiles", "fullgraph")
+        accountant.check_budgets(
+            max_graph_breaks=self.settings.max_graph_breaks,
+            max_recompiles=self.settings.max_recompiles,
+            fullgraph=self.settings.fullgraph,
+            source={name: self.settings.source(name) for name in names},
+        )
+
+    def eager_error(
+        self,
+        exc: BaseException,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        totals: Totals,
     ) -> None:
         """Both sides raised alike: the input is outside what the program accepts.
 
@@ -337,35 +349,113 @@ class Checker:
         if self.settings.reject_eager_errors and self.examples and _in_hypothesis_example():
             from hypothesis import reject
 
-            self.rejected += 1
-            self.first_rejection = self.first_rejection or first_line(exc)
+            totals.rejected += 1
+            totals.first_rejection = totals.first_rejection or first_line(exc)
             reject()
         source = self.settings.source("reject_eager_errors")
         exc.add_note(rejection_note(args, kwargs, source, examples=self.examples))
         raise exc
 
-    def _note_devices(self, fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-        inputs = tensors((args, dict(kwargs)))
-        if isinstance(fn, torch.nn.Module):
-            first = next(fn.parameters(), None)  # not list(...): that walks every parameter
-            inputs += [first] if first is not None else []
-        for tensor in inputs[:1]:
-            if str(tensor.device) not in self.devices_seen:
-                self.devices_seen.append(str(tensor.device))
 
-    def _context(self) -> str:
-        return context_line(self.settings.describe(), self.devices_seen)
+class _FreshCaches:
+    """Starts a fresh compile cache where Hypothesis examples reached the recompile limit."""
 
-    def finish(self) -> None:
-        """After the test: budgets over every call (and every Hypothesis example)."""
-        __tracebackhide__ = True
-        names = ("max_graph_breaks", "max_recompiles", "fullgraph")
-        self.accountant.check_budgets(
-            max_graph_breaks=self.settings.max_graph_breaks,
-            max_recompiles=self.settings.max_recompiles,
-            fullgraph=self.settings.fullgraph,
-            source={name: self.settings.source(name) for name in names},
+    def __init__(self, checker: Checker, comparer: _Comparer) -> None:
+        self.checker = checker
+        self.comparer = comparer
+        self._recompiles_before_cache = 0  # recompiles counted before the current compile cache
+
+    def __call__(self) -> None:
+        """Hypothesis examples filled Dynamo's cache up to its recompile limit: start a new one.
+
+        Examples draw far more shapes, dtypes and layouts than one program sees, so the limit
+        says little about the code under test; running the example eagerly would hide it. The
+        recompiles stay counted (a max_recompiles budget judges them after the last example),
+        the refused compile is not an eager fallback, and the report says what happened.
+        """
+        checker = self.checker
+        checker.accountant.excuse_last_call()
+        checker.costs.compiled(FRESH_CACHE)
+        recompiles = len(checker.accountant.counts()["recompiles"])
+        since = recompiles - self._recompiles_before_cache
+        checker.notes.append(fresh_cache_note(since, checker.calls, checker.settings))
+        self._recompiles_before_cache = recompiles
+        if not checker.compiled.start_afresh():  # a session compile gets a region of its own
+            _compat.reset_dynamo()
+            checker.compiled.forget()
+        self.comparer.forget()  # the compiled side's copies are made anew
+
+
+class _Comparer:
+    """Compares one call's two sides: the parity walk (timed as comparing, less the re-runs it
+    asks for), the kinds of call a plain re-run reproduced, and where the callable compiled as
+    the user compiles it differs."""
+
+    def __init__(self, settings: Settings, costs: Costs, context: Callable[[], str]) -> None:
+        self.settings = settings
+        self.costs = costs
+        self.context = context
+        self._rebuilt: set[Hashable] = set()  # kinds of call a plain re-run reproduced
+
+    def compare(self, call: Call, kind: Hashable | None) -> parity.ParityReport:
+        """The call's leaf verdicts (`kind`: `_kind_of_call`)."""
+        backward = self.settings.compares_backward
+        with self._comparing():
+            report = parity.compare(
+                call.eager,
+                call.compiled,
+                self._options(rtol=self.settings.rtol, atol=self.settings.atol),
+                **call.reruns(backward),
+                rebuilt=kind in self._rebuilt,
+                on_rows=call.on_rows(backward),
+                eager_time=call.eager_time,
+            )
+        if report.rebuilt and kind is not None:
+            self._rebuilt.add(kind)
+        return report
+
+    def forget(self) -> None:
+        """The compiled side's copies are made anew: no kind of call is proved rebuilt."""
+        self._rebuilt.clear()
+
+    def _options(
+        self, rtol: float | None = None, atol: float | None = None
+    ) -> parity.CompareOptions:
+        return parity.CompareOptions(
+            rtol=rtol,
+            atol=atol,
+            check_strides=self.settings.check_strides,
+            check_requires_grad=self.settings.has_autograd,
+            context=self.context(),
         )
+
+    @contextmanager
+    def _comparing(self) -> Iterator[None]:
+        """Time the block as comparing, less the re-runs it asked for (timed as re-runs)."""
+        re_runs = self.costs.seconds["re-runs"]
+        with self.costs.timing("comparing"):
+            yield
+        self.costs.seconds["comparing"] -= self.costs.seconds["re-runs"] - re_runs
+
+    def divergence(self, call: Call, report: parity.ParityReport) -> tuple[str, str]:
+        """Where the sides diverge, or where the callable compiled as the user compiles it does:
+        the failure message ("" where none), saying which findings need the checker's own
+        fallback_random, and what it says of that setting."""
+        with self._comparing():
+            message, note = report.failure_message(), ""
+            if call.as_user is not None:
+                options = self._options()
+                users = parity.compare_metadata(
+                    call.eager, call.as_user, options, control=call.control()
+                )
+                if not users.ok:
+                    setting = _compat.fallback_random_setting()
+                    message = randomness.as_user_failure(users.failure_message(), setting)
+                elif message:
+                    checked = parity.compare_metadata(call.eager, call.compiled, options)
+                    message = randomness.fallback_random_failure(message, not checked.ok)
+                    note = message.split("\n\n", 1)[0]
+        return message, note
 
 
 def _kind_of_call(
@@ -386,29 +476,6 @@ def _in_hypothesis_example() -> bool:
     from hypothesis import currently_in_test_context
 
     return bool(currently_in_test_context())
-
-
-def _tally(report: parity.ParityReport, verdict: Verdict, counts: dict[str, int]) -> None:
-    """Add the report's leaves of `verdict` to `counts`, by the rule that reached it."""
-    for leaf in report.having(verdict):
-        counts[leaf.rule] = counts.get(leaf.rule, 0) + 1
-
-
-def _leaf_errors(
-    report: parity.ParityReport, largest: dict[str, LeafError]
-) -> dict[str, LeafError]:
-    """This call's error per leaf; `largest` (the test's, over every call) keeps the greatest."""
-    errors: dict[str, LeafError] = {}
-    for leaf in report.leaves:
-        error = LeafError(leaf=leaf.leaf, max_abs=leaf.max_abs, max_rel=leaf.max_rel)
-        errors[leaf.leaf] = error
-        seen = largest.get(leaf.leaf)
-        if seen is None or (error["max_abs"], error["max_rel"]) > (
-            seen["max_abs"],
-            seen["max_rel"],
-        ):
-            largest[leaf.leaf] = error
-    return errors
 
 
 @contextmanager

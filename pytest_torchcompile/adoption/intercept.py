@@ -43,17 +43,11 @@ from pytest_torchcompile.adoption.selection import (
     module_structure,
     refusal,
 )
-from pytest_torchcompile.counting.accounting import Mark
 from pytest_torchcompile.counting.costs import CHECK_KINDS
 from pytest_torchcompile.counting.records import ALREADY_CHECKED, ModuleCallRecord
-from pytest_torchcompile.errors import (
-    CompileParityFailure,
-    ParityError,
-    RecompileLimitExceeded,
-    UncheckableCallError,
-)
-from pytest_torchcompile.judging.judges import Verdict
-from pytest_torchcompile.runner import Checker, isolated
+from pytest_torchcompile.errors import ParityError
+from pytest_torchcompile.outcome import NO_COMPILER, CheckOutcome, Happened
+from pytest_torchcompile.runner import Checker
 from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.recorder import Recorder
 from pytest_torchcompile.running.shared_compiles import SharedCompiles
@@ -139,7 +133,7 @@ class Interceptor:
     # --- the wrappers -------------------------------------------------------------------------
 
     def __enter__(self) -> Interceptor:
-        self._isolation = isolated(self.checker.accountant, reset=self._shared is None)
+        self._isolation = self.checker.isolated(reset=self._shared is None)
         self._isolation.__enter__()
         self._sites.install()
         if self._functions is not None:
@@ -200,14 +194,16 @@ class Interceptor:
         checker's parts: under "skipped calls" where it was then not checked, else under
         "intercepting" (the time outside the breakdown is counted too)."""
         started, self._plain_s = time.perf_counter(), 0.0
-        seconds = self.checker.costs.seconds
-        counted = sum(seconds.values())
+        counted = self.checker.seconds_counted()
         try:
             return self._intercept_call(call)
         finally:
-            own = time.perf_counter() - started - self._plain_s - (sum(seconds.values()) - counted)
+            parts = self.checker.seconds_counted() - counted
+            own = time.perf_counter() - started - self._plain_s - parts
             skipped = self._last[2] == "skipped"
-            seconds["skipped calls" if skipped else "intercepting"] += max(own, 0.0)
+            self.checker.count_seconds(
+                "skipped calls" if skipped else "intercepting", max(own, 0.0)
+            )
 
     def _intercept_call(self, call: _Call) -> Any:
         self.outermost_calls += 1
@@ -292,49 +288,38 @@ class Interceptor:
         """Replay the call from its snapshot through the checker (`replayed`: the module's
         stand-in, or the function); tally the outcome."""
         args, kwargs = inputs
-        accountant = self.checker.accountant
-        fallbacks = len(accountant.counts()["fallbacks"])
         recorder = self._recorder(replayed)  # kept for triage if it diverges
         self._busy = True
-        structure = self._copies.structure(call.module) if call.module is not None else None
-        self.checker.compiled.share(replayed, structure)
-        before = accountant.mark()
         try:
-            recorder.record(replayed, args, kwargs)
-            with self._originals():
-                self.checker.check(replayed, args, kwargs)  # Dynamo traces the originals
-        except RecompileLimitExceeded as limit:
-            if self._budgeted():  # the user asked for recompiles to be held to a limit
-                self._per_class[call.name].add(signature)
-                self._diverged.add(signature)
-                self._diverge(number, call, limit, recorder, self._graphs_of(before), signature)
-            else:  # the program would run eagerly there: no parity shown, no divergence either
-                self._count(call, "skipped", f"the compiled side would run eagerly: {_text(limit)}")
-            return
-        except CompileParityFailure as failure:
-            self._per_class[call.name].add(signature)
-            self._diverged.add(signature)
-            self._diverge(number, call, failure, recorder, self._graphs_of(before), signature)
-            return
-        except UncheckableCallError as misuse:  # meta tensors, an iterator output: no values
-            self._count(call, "skipped", f"cannot check the call: {_text(misuse)}")
-            return
-        except Exception as exc:  # not a verdict: the replay itself could not run
-            self._count(call, "skipped", f"the replay raised {_text(exc)}")
-            return
+            structure = self._copies.structure(call.module) if call.module is not None else None
+            self.checker.share(replayed, structure)
+            outcome = self.checker.outcome(  # Dynamo traces the originals
+                replayed, args, kwargs, recorder=recorder, within=self._originals
+            )
         finally:
             self._busy = False
-        fallback = accountant.counts()["fallbacks"][fallbacks:]
-        unseen = self._uncompared_output()
-        if fallback:
-            self._count(call, "skipped", f"the compiled side ran eagerly: {fallback[0]['reason']}")
-        elif unseen:
-            self._count(call, "skipped", unseen)
+        happened, error = outcome.happened, outcome.error
+        if happened is Happened.RECOMPILE_LIMIT and not self._budgeted():
+            # the program would run eagerly there: no parity shown, no divergence either
+            self._count(call, "skipped", f"the compiled side would run eagerly: {_text(error)}")
+        elif happened in _DIVERGING:  # a recompile limit the user asked to be held to, too
+            self._per_class[call.name].add(signature)
+            self._diverged.add(signature)
+            self._diverge(number, call, outcome, recorder, signature)
+        elif happened is Happened.UNCHECKABLE:  # meta tensors, an iterator output: no values
+            self._count(call, "skipped", f"cannot check the call: {_text(error)}")
+        elif happened is Happened.RAISED:  # not a verdict: the replay itself could not run
+            self._count(call, "skipped", f"the replay raised {_text(error)}")
+        elif outcome.fallbacks:
+            reason = outcome.fallbacks[0]["reason"]
+            self._count(call, "skipped", f"the compiled side ran eagerly: {reason}")
+        elif outcome.uncompared:
+            self._count(call, "skipped", outcome.uncompared)
         else:
-            self._graphs_of(before)
+            self.checker.check_kind(outcome)
             self._per_class[call.name].add(signature)
             self._checked.add(signature)
-            self._count(call, *self._how_checked())
+            self._count(call, *outcome.how_checked)
             self.inside_checked_functions |= self._nested - {call.name}
             if isinstance(replayed, torch.nn.Module):
                 self.inside_checked |= {
@@ -361,58 +346,27 @@ class Interceptor:
         stack.enter_context(_paused(self._constructions))
         return stack
 
-    def _graphs_of(self, before: Mark) -> str:
-        """Count the check by the graphs compiled for it since `before`; its kind (CHECK_KINDS),
-        or NO_COMPILER where the backend compiles nothing (`none`), uncounted."""
-        if self.checker.settings.backend == CONTROL_BACKEND:
-            return NO_COMPILER
-        return self.checker.costs.check_compiled(self.checker.accountant.graphs_since(before))
-
     def _diverge(
         self,
         number: int,
         call: _Call,
-        failure: CompileParityFailure,
+        outcome: CheckOutcome,
         recorder: Recorder,
-        kind: str,
         signature: Hashable,
     ) -> None:
-        report = self.checker.last_report
-        leaves = [leaf.leaf for leaf in report.failures] if report and not report.ok else []
-        where = ", ".join(leaves) or type(failure).__name__
+        """Keep the divergence for the test's failure; the first one's recorder for triage."""
+        kind = self.checker.check_kind(outcome)
+        where = ", ".join(outcome.failing_leaves) or type(outcome.error).__name__
         self._count(call, "diverged", where)
         self._diverged_kinds.add(call.kind)
         self.divergences.append(
-            f"{call.kind} call {number} ({call.name}), differing at {where}:\n{failure}\n"
+            f"{call.kind} call {number} ({call.name}), differing at {where}:\n{outcome.error}\n"
             f"(the compiled side {_graphs_text(kind, call.kind)})"
         )
-        if self.checker.recorder is None:  # triage replays the first diverging call
+        if self.checker.keeps_for_triage(recorder):  # triage replays the first diverging call
             recorder.diverged()
             recorder.session_graphs = kind if kind in CHECK_KINDS[1:] else ""
             recorder.failure_key = (signature, where, kind)
-            self.checker.recorder = recorder
-
-    def _uncompared_output(self) -> str:
-        """Why the last check compared nothing of the call's output, or "" when it did."""
-        report = self.checker.last_report
-        if report is None:
-            return ""
-        output = [leaf for leaf in report.leaves if leaf.leaf.startswith("output")]
-        if output and all(not leaf.judged for leaf in output):
-            return output[0].note.split(" (", 1)[0]  # "output: cannot compare a <type>"
-        return ""
-
-    def _how_checked(self) -> tuple[str, str]:
-        """("checked", "") or, where some leaves could not be judged, ("checked partly", which
-        and why, in short)."""
-        report = self.checker.last_report
-        unjudged = report.having(Verdict.NOT_JUDGED) if report is not None else []
-        if not unjudged:
-            return "checked", ""
-        rules = sorted({leaf.rule for leaf in unjudged})
-        names = ", ".join(leaf.leaf for leaf in unjudged[:3])
-        more = f" and {len(unjudged) - 3} more" if len(unjudged) > 3 else ""
-        return "checked partly", f"not judged ({', '.join(rules)}): {names}{more}"
 
     def _count(self, call: _Call, outcome: str, reason: str) -> None:
         key = (call.kind, call.name, outcome, reason)
@@ -514,7 +468,7 @@ class _ModuleCopies:
 
 _UNRESTORED = "the replays wrote in place what they could not put back (too large to keep): "
 CAPPED = "the cap on input signatures per module class or function is reached"
-NO_COMPILER = "no compiler"
+_DIVERGING = (Happened.RECOMPILE_LIMIT, Happened.DIVERGED, Happened.REFUSED)
 _GRAPHS = {
     **dict(
         zip(
@@ -543,7 +497,8 @@ def _paused(constructions: Constructions | None) -> AbstractContextManager[None]
     return nullcontext() if constructions is None else constructions.paused()
 
 
-def _text(exc: BaseException) -> str:
+def _text(exc: BaseException | None) -> str:
+    """The exception's type and first line, cut to a skip reason's length."""
     lines = str(exc).strip().splitlines()
     text = f"{type(exc).__name__}: {lines[0] if lines else ''}"
     return text if len(text) <= _REASON_LIMIT else text[:_REASON_LIMIT] + " [...]"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_torchcompile.errors import ParityError
-from pytest_torchcompile.runner import Checker, isolated
+from pytest_torchcompile.runner import Checker
 from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.recorder import Call
 from pytest_torchcompile.running.world import World, unseen
@@ -41,7 +41,7 @@ def replay(calls: list[Call], settings: Settings, *, examples: bool = False) -> 
     worlds = [World.of(call.fn).for_call(call.args, call.kwargs) for call in copies]
     before = [world.capture() for world in worlds]
     try:
-        with isolated(checker.accountant), unseen():
+        with checker.isolated(), unseen():
             for number, call in enumerate(copies, 1):
                 call.rng.restore()
                 try:
