@@ -1,4 +1,5 @@
-"""The session's hooks: what was collected, the records every process sends, and at its end the
+"""The session: at its start the run (the compile cache, the report and budget paths, the budget
+file), then its hooks: what was collected, the records every process sends, and at its end the
 budget file, the JSON report and the terminal summary, made once by the process that is no
 worker, the same with and without pytest-xdist. No torch here.
 """
@@ -20,6 +21,7 @@ from pytest_torchcompile.counting.report import (
     save_json,
     session_summary,
 )
+from pytest_torchcompile.settings import SESSION_OPTIONS, SessionSettings
 from pytest_torchcompile.stash import SESSION_KEY, Run
 from pytest_torchcompile.workers import (
     CACHE_OUTPUT,
@@ -28,6 +30,54 @@ from pytest_torchcompile.workers import (
     tell_controller,
     tell_controller_the_gpu,
 )
+
+
+def start_run(config: pytest.Config, settings: SessionSettings) -> Run:
+    """Send the compile caches to --compile-cache, resolve the report and budget paths and load
+    the budget file, once in every process."""
+    run = Run()
+    if settings.cache is not None:
+        run.cache = _use_compile_cache(config, settings.cache)
+    if settings.report is not None:
+        run.report_path = session_path(config, "report", settings.report)
+    if settings.budgets is None:
+        if settings.budgets_update:
+            raise pytest.UsageError(
+                "--compile-budgets-update needs a budget file: pass --compile-budgets PATH "
+                "or set compile_budgets in the ini file"
+            )
+        return run
+    run.budget_path = session_path(config, "budgets", settings.budgets)
+    try:
+        run.budget_file = budgets.load(run.budget_path)
+    except budgets.BudgetFileError as exc:
+        raise pytest.UsageError(f"Invalid --compile-budgets file: {exc}") from None
+    return run
+
+
+def _use_compile_cache(config: pytest.Config, value: str) -> caches.CachePlan:
+    """Send torch's compile caches to the directory, from now until the session ends."""
+    directory = session_path(config, "cache", value)
+    source = caches.FLAG if _from_command_line(config, "cache") else caches.INI
+    cache = caches.plan(directory, source, os.environ)
+    try:
+        cache.used.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise pytest.UsageError(f"Invalid {source}={value!r}: {exc}") from None
+    config.add_cleanup(caches.apply(cache, os.environ))
+    return cache
+
+
+def _from_command_line(config: pytest.Config, name: str) -> bool:
+    dest = next(option.dest for option in SESSION_OPTIONS if option.name == name)
+    return config.getoption(dest) is not None
+
+
+def session_path(config: pytest.Config, name: str, value: str) -> Path:
+    """A path from the command line is relative to where pytest ran; from the ini, to that file."""
+    if not _from_command_line(config, name) and config.inipath is not None:
+        return config.inipath.parent / value
+    return config.invocation_params.dir / value
 
 
 class SessionHooks:
