@@ -1,5 +1,6 @@
-"""What the plugin keeps on pytest's config and items: every stash key, the session's state, and
-the one lookup of a test's settings.
+"""What the plugin keeps on pytest's config and items: its stash keys, the session's state, and
+the one lookup of a test's settings. The one key not here is each test's CheckedTest, kept by
+checked_test.py itself: naming that class here would make the two modules import each other.
 
 No torch here: the plugin loads this in every session.
 """
