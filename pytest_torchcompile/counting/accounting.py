@@ -294,6 +294,42 @@ class _CudagraphLedger:
                 self.skips.append(skip)
 
 
+class _Captures:
+    """Compiled autograd's backward captures, by operators: capturing a backward seen before is a
+    recompile of it (its cache missed on sizes), unless the forward had just recompiled."""
+
+    def __init__(self, compiles: _CompileLedger) -> None:
+        self._compiles = compiles
+        self.seen: set[tuple[str, ...]] = set()  # compiled autograd's backwards, by operators
+        self.block_recompiled = False  # whether the last observed block counted a recompile
+
+    def compiler(
+        self, compile_graph: Callable[[torch.fx.GraphModule], Any]
+    ) -> Callable[[torch.fx.GraphModule], Any]:
+        """`compile_graph` of each captured backward graph, a capture seen before counted."""
+
+        def compile_capture(gm: torch.fx.GraphModule) -> Any:
+            ops = _compat.autograd_graph_ops(gm)
+            if ops in self.seen and not self.block_recompiled:
+                frame = autograd_frame(_compat.autograd_capture_id(gm))
+                self._compiles.recompiles.append(
+                    RecompileRecord(
+                        frame=frame,
+                        reason="compiled autograd captured this backward again: its cache "
+                        "missed on sizes it had compiled as constants",
+                        category="size",
+                    )
+                )
+            self.seen.add(ops)
+            return compile_graph(gm)
+
+        # A backward inside a compiled frame captures under Dynamo's frame hook: keep Dynamo
+        # from tracing the counting itself (it would count as a frame run eagerly).
+        untraced: Callable[[torch.fx.GraphModule], Any]
+        untraced = torch.compiler.disable(compile_capture)  # type: ignore[no-untyped-call]
+        return untraced
+
+
 class Accountant:
     """Everything torch.compile did in one test: graphs, breaks, recompiles, fallbacks, time.
 
@@ -309,8 +345,7 @@ class Accountant:
         self._exports: list[GraphRecord] = []  # programs made by torch.export (exported.py)
         self._observed = 0
         self._depth = 0
-        self._captured: set[tuple[str, ...]] = set()  # compiled autograd's backwards, by operators
-        self._block_recompiled = False  # whether the last observed block counted a recompile
+        self._captures = _Captures(self._compiles)
         # The class of the module observe() is calling, if any; labelled only when it compiles.
         self._module_class: type[torch.nn.Module] | None = None
         # Dynamo's cache entries made in an earlier test serve this one: running without a
@@ -379,7 +414,7 @@ class Accountant:
         finally:
             self._depth -= 1
             self._cudagraphs.take(graphs)
-            self._block_recompiled = len(self._compiles.recompiles) > recompiles
+            self._captures.block_recompiled = len(self._compiles.recompiles) > recompiles
 
     def _take(self, seen: _compat.DynamoRecords, raised: set[str]) -> None:
         self._compiles.take(seen, raised, call=self._observed, module_class=self._module_class)
@@ -390,31 +425,11 @@ class Accountant:
         """Compiled autograd's compiler: `compile_graph` (torch.compile with the counting backend)
         of each backward graph it captures, the capture of a backward seen before counted as a
         recompile of it."""
-
-        def compile_capture(gm: torch.fx.GraphModule) -> Any:
-            ops = _compat.autograd_graph_ops(gm)
-            if ops in self._captured and not self._block_recompiled:
-                frame = autograd_frame(_compat.autograd_capture_id(gm))
-                self._compiles.recompiles.append(
-                    RecompileRecord(
-                        frame=frame,
-                        reason="compiled autograd captured this backward again: its cache "
-                        "missed on sizes it had compiled as constants",
-                        category="size",
-                    )
-                )
-            self._captured.add(ops)
-            return compile_graph(gm)
-
-        # A backward inside a compiled frame captures under Dynamo's frame hook: keep Dynamo
-        # from tracing the counting itself (it would count as a frame run eagerly).
-        untraced: Callable[[torch.fx.GraphModule], Any]
-        untraced = torch.compiler.disable(compile_capture)  # type: ignore[no-untyped-call]
-        return untraced
+        return self._captures.compiler(compile_graph)
 
     def forget_captures(self) -> None:
         """Compiled autograd's cache was reset: a backward captured again is no recompile."""
-        self._captured.clear()
+        self._captures.seen.clear()
 
     def mark(self) -> Mark:
         """Where the counts stand now, for `rollback`."""
@@ -427,7 +442,7 @@ class Accountant:
             fallbacks=dict(compiles.fallbacks),
             compile_time_s=compiles.compile_time_s,
             frame_compiles=compiles.frame_compiles,
-            captured=set(self._captured),
+            captured=set(self._captures.seen),
             rerecords=len(self._cudagraphs.rerecords),
         )
 
@@ -444,7 +459,7 @@ class Accountant:
         compiles.fallbacks = dict(mark.fallbacks)
         compiles.compile_time_s = mark.compile_time_s
         compiles.frame_compiles = mark.frame_compiles
-        self._captured = set(mark.captured)
+        self._captures.seen = set(mark.captured)
         del self._cudagraphs.rerecords[mark.rerecords :]
         return forgotten
 
