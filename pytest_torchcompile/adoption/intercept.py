@@ -25,66 +25,39 @@ progress makes it outermost; the calls it makes are "inside checked" once it is 
 
 from __future__ import annotations
 
-import functools
 import time
 from collections.abc import Callable, Hashable
-from contextlib import AbstractContextManager, ExitStack, nullcontext
-from dataclasses import dataclass
-from types import FunctionType, TracebackType
+from types import TracebackType
 from typing import Any
 
-import torch
-
-from pytest_torchcompile.adoption.callsites import CallSites, Constructions, qualified_name
-from pytest_torchcompile.adoption.functions import Found, FunctionSites
-from pytest_torchcompile.adoption.selection import (
-    Selection,
-    call_signature,
-    module_structure,
-    refusal,
-)
+from pytest_torchcompile.adoption.callsites import Constructions
+from pytest_torchcompile.adoption.functions import Found
+from pytest_torchcompile.adoption.kept import KeptFor
+from pytest_torchcompile.adoption.kinds import InterceptedCall
+from pytest_torchcompile.adoption.policy import SignaturePolicy
+from pytest_torchcompile.adoption.selection import Selection
+from pytest_torchcompile.adoption.stand_ins import ModuleCopies
+from pytest_torchcompile.adoption.tally import CallTally, Divergences
+from pytest_torchcompile.adoption.wrappers import Wrappers
 from pytest_torchcompile.counting.costs import CHECK_KINDS
-from pytest_torchcompile.counting.records import ALREADY_CHECKED, ModuleCallRecord
-from pytest_torchcompile.errors import ParityError
-from pytest_torchcompile.outcome import NO_COMPILER, CheckOutcome, Happened
+from pytest_torchcompile.counting.records import ModuleCallRecord
+from pytest_torchcompile.outcome import CheckOutcome, Happened
 from pytest_torchcompile.runner import Checker
 from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.recorder import Recorder
 from pytest_torchcompile.running.shared_compiles import SharedCompiles
 from pytest_torchcompile.running.signatures import Skip
-from pytest_torchcompile.running.snapshot import sync_module
 from pytest_torchcompile.running.world import World, unseen
-from pytest_torchcompile.settings import CONTROL_BACKEND, Settings
+from pytest_torchcompile.settings import Settings
 
 _REASON_LIMIT = 200  # characters of an exception kept in a skip reason
 
 Inputs = tuple[tuple[Any, ...], dict[str, Any]]
 
 
-@dataclass(frozen=True)
-class _Call:
-    """One call as the test made it: the module (None for a function call), the `__call__` or
-    function it reached, the arguments, and the class or function's qualified name."""
-
-    module: torch.nn.Module | None
-    original: Callable[..., Any]
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
-    name: str
-
-    @property
-    def kind(self) -> str:
-        return "module" if self.module is not None else "function"
-
-    def run(self) -> Any:
-        if self.module is None:
-            return self.original(*self.args, **self.kwargs)
-        return self.original(self.module, *self.args, **self.kwargs)
-
-
 class Interceptor:
-    """One test's interception: the wrappers around module (and function) calls, its checker
-    and tally.
+    """One test's interception: the wrappers around module (and function) calls (wrappers.py),
+    its checker, the signature policy (policy.py) and the tally (tally.py).
 
     Use as a context manager around the test body; then `finish()` raises the divergences, and
     `module_calls()`, `inside_checked` and `inside_checked_functions` are what the report shows.
@@ -103,42 +76,25 @@ class Interceptor:
         # Hypothesis examples: a recompile limit starts a fresh cache.
         self.checker = Checker(settings, examples=True, shared=shared)
         self._shared = shared  # the session's compiles, or None: this test compiles afresh
-        self.selection = selection
+        self._policy = SignaturePolicy(settings, selection, checked, checked_per_class)
         self.outermost_calls = 0
-        self.divergences: list[str] = []
         self.inside_checked: set[str] = set()  # classes of submodules of checked calls
         self.inside_checked_functions: set[str] = set()  # functions the checked calls made
-        self._checked = checked  # session-wide: signatures already checked
-        # session-wide: signatures checked or diverged per class (--compile-parity-signatures)
-        self._per_class = {} if checked_per_class is None else checked_per_class
-        self._diverged: set[Hashable] = set()  # this test's: other tests still check them
-        self._tally: dict[tuple[str, str, str, str], int] = {}  # kind, name, outcome, reason
-        self._last: tuple[str, str, str, str] = ("", "", "", "")  # the key counted last
-        self._diverged_kinds: set[str] = set()  # module, function
-        self._copies = _ModuleCopies()
-        self._sites = CallSites(self._wrapper)
+        self._tally = CallTally()
+        self._divergences = Divergences()
+        self._copies = ModuleCopies()
         self.functions = functions  # --compile-parity-functions: what is wrapped, and not
-        self._functions = (
-            FunctionSites(functions, self._function_wrapper) if functions is not None else None
-        )
-        self._constructions = constructions  # the test's: paused while the checker copies
-        self._busy = False  # a module call or a check is in progress: calls pass straight through
+        self._wrappers = Wrappers(self._intercept, functions, constructions)
         self._plain_s = 0.0  # the test's own call, of the call being intercepted
-        self._open = False  # the test body runs: a wrapper someone kept afterwards passes through
-        self._nested: set[str] = set()  # functions the outermost call in progress made
-        self._worlds: dict[int, tuple[Callable[..., Any], World]] = {}  # by id of a callable
-        self._recorders: dict[int, tuple[Callable[..., Any], Recorder]] = {}  # by id of a replay
+        self._worlds = KeptFor(World.of)  # by the module or function called
+        # by the replayed module or function: its checks in order, for triage after a divergence
+        self._recorders: KeptFor[Recorder] = KeptFor(lambda _: Recorder())
         self._isolation: Any = None
-
-    # --- the wrappers -------------------------------------------------------------------------
 
     def __enter__(self) -> Interceptor:
         self._isolation = self.checker.isolated(reset=self._shared is None)
         self._isolation.__enter__()
-        self._sites.install()
-        if self._functions is not None:
-            self._functions.install()
-        self._open = True
+        self._wrappers.install()
         return self
 
     def __exit__(
@@ -147,49 +103,19 @@ class Interceptor:
         value: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        self._open = False
-        if self._functions is not None:
-            self._functions.remove()
-        self._sites.remove()
+        self._wrappers.remove()
         self._isolation.__exit__(kind, value, traceback)
 
-    def _wrapper(self, original: Callable[..., Any]) -> Callable[..., Any]:
-        """What replaces one class's `__call__` (`original`) while the test body runs."""
-        intercept = self._intercept
-
-        def __call__(module: torch.nn.Module, *args: Any, **kwargs: Any) -> Any:
-            if self._busy or torch.compiler.is_compiling():
-                return original(module, *args, **kwargs)
-            name = qualified_name(type(module))
-            return intercept(_Call(module, original, args, kwargs, name))
-
-        return __call__
-
-    def _function_wrapper(self, name: str, original: FunctionType) -> Callable[..., Any]:
-        """What replaces one function (`original`, named `name`) while the test body runs."""
-        intercept = self._intercept
-
-        @functools.wraps(original)
-        def call(*args: Any, **kwargs: Any) -> Any:
-            if self._busy or not self._open or torch.compiler.is_compiling():
-                if self._busy:
-                    self._nested.add(name)
-                return original(*args, **kwargs)
-            return intercept(_Call(None, original, args, kwargs, name))
-
-        return call
-
-    def _plain(self, call: _Call) -> Any:
+    def _plain(self, call: InterceptedCall) -> Any:
         """The test's own call, with every call inside it passed straight through."""
-        self._busy = True
         started = time.perf_counter()
         try:
-            return call.run()
+            with self._wrappers.passing_through():
+                return call.run()
         finally:
             self._plain_s += time.perf_counter() - started
-            self._busy = False
 
-    def _intercept(self, call: _Call) -> Any:
+    def _intercept(self, call: InterceptedCall) -> Any:
         """Check the call, and count the time spent on it besides the test's own call and the
         checker's parts: under "skipped calls" where it was then not checked, else under
         "intercepting" (the time outside the breakdown is counted too)."""
@@ -200,20 +126,20 @@ class Interceptor:
         finally:
             parts = self.checker.seconds_counted() - counted
             own = time.perf_counter() - started - self._plain_s - parts
-            skipped = self._last[2] == "skipped"
+            skipped = self._tally.last_skipped
             self.checker.count_seconds(
                 "skipped calls" if skipped else "intercepting", max(own, 0.0)
             )
 
-    def _intercept_call(self, call: _Call) -> Any:
+    def _intercept_call(self, call: InterceptedCall) -> Any:
         self.outermost_calls += 1
         number = self.outermost_calls
-        self._nested = set()
+        self._wrappers.nested = set()
         try:
-            signature = self._select(call)
-            replayed = call.original if call.module is None else self._copies.stand_in(call.module)
+            signature = self._policy.select(call, self._copies)
+            replayed = call.replayed(self._copies)
             inputs = clone_tree((call.args, dict(call.kwargs)))
-            world = self._world(call)
+            world = self._worlds.of(call.target).for_call(call.args, call.kwargs)
             before = world.capture()
         except Skip as skip:
             self._count(call, "skipped", str(skip))
@@ -242,45 +168,13 @@ class Interceptor:
         finally:
             world.restore(after)
         if world.unrestored:
-            self._partly(call, _UNRESTORED + ", ".join(world.unrestored))
+            self._tally.partly(_UNRESTORED + ", ".join(world.unrestored))
         return output
-
-    def _world(self, call: _Call) -> World:
-        """The world around the test's call (found once per module or function and test)."""
-        fn = call.module if call.module is not None else call.original
-        kept = self._worlds.get(id(fn))
-        if kept is None or kept[0] is not fn:
-            kept = self._worlds[id(fn)] = (fn, World.of(fn))
-        return kept[1].for_call(call.args, call.kwargs)
-
-    # --- selecting and snapshotting -----------------------------------------------------------
-
-    def _select(self, call: _Call) -> Hashable:
-        """The call's signature, or Skip with the reason it is not checked."""
-        module = call.module
-        reason = self.selection.skips(call.name) or refusal(module)
-        if reason is not None:
-            raise Skip(reason)
-        program = (self._copies.structure(module), module.training) if module is not None else None
-        signature = call_signature(call.name, program, call.args, call.kwargs)
-        structure = " with this structure" if module is not None else ""
-        if not self.selection.every_call and signature in self._checked:
-            raise Skip(f"{ALREADY_CHECKED}{structure} and input signature")
-        if not self.selection.every_call and signature in self._diverged:
-            raise Skip(f"already diverged in this test{structure} and input signature")
-        cap = self.checker.settings.parity_signatures
-        counted = self._per_class.setdefault(call.name, set())
-        if cap is not None and signature not in counted and len(counted) >= cap:
-            source = self.checker.settings.source("parity_signatures")
-            raise Skip(f"{CAPPED}: {cap} input signatures of it checked ({source})")
-        return signature
-
-    # --- checking -------------------------------------------------------------------------------
 
     def _check(
         self,
         number: int,
-        call: _Call,
+        call: InterceptedCall,
         signature: Hashable,
         replayed: Callable[..., Any],
         inputs: Inputs,
@@ -288,23 +182,18 @@ class Interceptor:
         """Replay the call from its snapshot through the checker (`replayed`: the module's
         stand-in, or the function); tally the outcome."""
         args, kwargs = inputs
-        recorder = self._recorder(replayed)  # kept for triage if it diverges
-        self._busy = True
-        try:
-            structure = self._copies.structure(call.module) if call.module is not None else None
-            self.checker.share(replayed, structure)
+        recorder = self._recorders.of(replayed)  # kept for triage if it diverges
+        with self._wrappers.passing_through():
+            self.checker.share(replayed, call.structure(self._copies))
             outcome = self.checker.outcome(  # Dynamo traces the originals
-                replayed, args, kwargs, recorder=recorder, within=self._originals
+                replayed, args, kwargs, recorder=recorder, within=self._wrappers.originals
             )
-        finally:
-            self._busy = False
         happened, error = outcome.happened, outcome.error
         if happened is Happened.RECOMPILE_LIMIT and not self._budgeted():
             # the program would run eagerly there: no parity shown, no divergence either
             self._count(call, "skipped", f"the compiled side would run eagerly: {_text(error)}")
         elif happened in _DIVERGING:  # a recompile limit the user asked to be held to, too
-            self._per_class[call.name].add(signature)
-            self._diverged.add(signature)
+            self._policy.diverged(call.name, signature)
             self._diverge(number, call, outcome, recorder, signature)
         elif happened is Happened.UNCHECKABLE:  # meta tensors, an iterator output: no values
             self._count(call, "skipped", f"cannot check the call: {_text(error)}")
@@ -317,39 +206,15 @@ class Interceptor:
             self._count(call, "skipped", outcome.uncompared)
         else:
             self.checker.check_kind(outcome)
-            self._per_class[call.name].add(signature)
-            self._checked.add(signature)
+            self._policy.checked(call.name, signature)
             self._count(call, *outcome.how_checked)
-            self.inside_checked_functions |= self._nested - {call.name}
-            if isinstance(replayed, torch.nn.Module):
-                self.inside_checked |= {
-                    qualified_name(type(inner))
-                    for inner in replayed.modules()
-                    if inner is not replayed
-                }
-
-    def _recorder(self, replayed: Callable[..., Any]) -> Recorder:
-        """The checks of one module (or function) in this test, in order: triage replays the
-        whole sequence, whose earlier calls left the guards a divergence may depend on."""
-        kept = self._recorders.get(id(replayed))
-        if kept is None or kept[0] is not replayed:
-            kept = self._recorders[id(replayed)] = (replayed, Recorder())
-        return kept[1]
-
-    def _originals(self) -> ExitStack:
-        """The original `__call__`s and functions, and no constructions noted, while a replay
-        runs."""
-        stack = ExitStack()
-        stack.enter_context(self._sites.suspended())
-        if self._functions is not None:
-            stack.enter_context(self._functions.suspended())
-        stack.enter_context(_paused(self._constructions))
-        return stack
+            self.inside_checked_functions |= self._wrappers.nested - {call.name}
+            self.inside_checked |= call.covered(replayed)
 
     def _diverge(
         self,
         number: int,
-        call: _Call,
+        call: InterceptedCall,
         outcome: CheckOutcome,
         recorder: Recorder,
         signature: Hashable,
@@ -358,44 +223,20 @@ class Interceptor:
         kind = self.checker.check_kind(outcome)
         where = ", ".join(outcome.failing_leaves) or type(outcome.error).__name__
         self._count(call, "diverged", where)
-        self._diverged_kinds.add(call.kind)
-        self.divergences.append(
-            f"{call.kind} call {number} ({call.name}), differing at {where}:\n{outcome.error}\n"
-            f"(the compiled side {_graphs_text(kind, call.kind)})"
-        )
+        self._divergences.add(call, number, where, outcome.error, kind)
         if self.checker.keeps_for_triage(recorder):  # triage replays the first diverging call
             recorder.diverged()
             recorder.session_graphs = kind if kind in CHECK_KINDS[1:] else ""
             recorder.failure_key = (signature, where, kind)
 
-    def _count(self, call: _Call, outcome: str, reason: str) -> None:
-        key = (call.kind, call.name, outcome, reason)
-        self._tally[key] = self._tally.get(key, 0) + 1
-        self._last = key
-
-    def _partly(self, call: _Call, why: str) -> None:
-        """The call just counted as checked was checked partly: `why`."""
-        *_, outcome, reason = self._last
-        if outcome not in ("checked", "checked partly"):
-            return
-        self._tally[self._last] -= 1
-        if not self._tally[self._last]:
-            del self._tally[self._last]
-        self._count(call, "checked partly", f"{reason}; {why}" if reason else why)
+    def _count(self, call: InterceptedCall, outcome: str, reason: str) -> None:
+        self._tally.count(call.kind, call.name, outcome, reason)
 
     # --- after the test body ------------------------------------------------------------------
 
     def module_calls(self) -> list[ModuleCallRecord]:
         """The tally by class or function name; a function's rows say `kind: function`."""
-        records = []
-        for (kind, name, outcome, reason), calls in sorted(
-            self._tally.items(), key=lambda item: (item[0][1:], item[0][0])
-        ):
-            record = ModuleCallRecord(module=name, outcome=outcome, reason=reason, calls=calls)
-            if kind == "function":
-                record["kind"] = kind
-            records.append(record)
-        return records
+        return self._tally.records()
 
     def finish(self) -> None:
         """Fail the test for its divergences; then budgets, when the user set one.
@@ -404,14 +245,9 @@ class Interceptor:
         it showed no parity, but it is no divergence of the test's program.
         """
         __tracebackhide__ = True
-        if self.divergences:
-            count = len(self.divergences)
-            kinds = " and ".join(sorted(self._diverged_kinds, reverse=True))
-            raise ParityError(
-                f"{count} intercepted {kinds} call(s) diverged under torch.compile "
-                "(--compile-parity=all replays each call from a snapshot, eager vs compiled):\n\n"
-                + "\n\n".join(self.divergences)
-            )
+        failure = self._divergences.failure()
+        if failure is not None:
+            raise failure
         if self._budgeted():
             self.checker.finish()
 
@@ -421,80 +257,8 @@ class Interceptor:
         return settings.fullgraph or any(budget is not None for budget in budgets)
 
 
-class _ModuleCopies:
-    """Per test: each module's structure (read once) and its stand-in (copied once, synced)."""
-
-    def __init__(self) -> None:
-        # (id of the test's module, inference mode) -> (that module, its pre-call stand-in)
-        # (id of a module, inference mode) -> it, its stand-in, and the memo it was copied with
-        self._stand_ins: dict[
-            tuple[int, bool], tuple[torch.nn.Module, torch.nn.Module, dict[int, Any]]
-        ] = {}
-        self._structures: dict[int, tuple[torch.nn.Module, Hashable]] = {}  # id -> (module, ...)
-
-    def structure(self, module: torch.nn.Module) -> Hashable:
-        """A module's tree and tensors (selection.module_structure), computed once per module
-        per test.
-
-        Walking a large model on every call would cost milliseconds; a module restructured in
-        the middle of a test keeps its first structure here (its stand-in is still copied anew).
-        """
-        kept = self._structures.get(id(module))
-        if kept is None or kept[0] is not module:
-            kept = (module, module_structure(module))
-            self._structures[id(module)] = kept
-        return kept[1]
-
-    def stand_in(self, module: torch.nn.Module) -> torch.nn.Module:
-        """A copy holding the module's state before the call: the replay's module.
-
-        One per module (and inference mode) for the whole test, synced before each call, so the
-        checker keeps one compiled copy for it and Dynamo sees the sequence of calls.
-        """
-        key = (id(module), torch.is_inference_mode_enabled())
-        kept = self._stand_ins.get(key)
-        with torch.inference_mode(False):  # parameters of a copy made here stay normal tensors
-            if kept is not None:
-                try:
-                    sync_module(module, kept[1], kept[2])
-                    return kept[1]
-                except Exception:  # restructured, or state sync cannot copy: copy it afresh
-                    pass
-            memo: dict[int, Any] = {}
-            copied = clone_tree(module, memo)
-        self._stand_ins[key] = (module, copied, memo)
-        return copied  # type: ignore[no-any-return]
-
-
 _UNRESTORED = "the replays wrote in place what they could not put back (too large to keep): "
-CAPPED = "the cap on input signatures per module class or function is reached"
 _DIVERGING = (Happened.RECOMPILE_LIMIT, Happened.DIVERGED, Happened.REFUSED)
-_GRAPHS = {
-    **dict(
-        zip(
-            CHECK_KINDS,
-            (
-                "ran graphs compiled for this call, with static shapes",
-                "ran graphs compiled for this call, with dynamic shapes",
-                "reused graphs compiled for an earlier call of {owner} in the session "
-                "(--compile-parity-shared kept it; without it each test compiles afresh)",
-            ),
-            strict=True,
-        )
-    ),
-    NO_COMPILER: f"ran with no compiler (--compile-backend={CONTROL_BACKEND})",
-}
-_OWNERS = {"module": "this class and structure", "function": "this function"}
-
-
-def _graphs_text(kind: str, call_kind: str) -> str:
-    """Which graphs the compiled side ran (CHECK_KINDS, or NO_COMPILER), in the words of a
-    module or function call."""
-    return _GRAPHS[kind].format(owner=_OWNERS[call_kind])
-
-
-def _paused(constructions: Constructions | None) -> AbstractContextManager[None]:
-    return nullcontext() if constructions is None else constructions.paused()
 
 
 def _text(exc: BaseException | None) -> str:
