@@ -14,7 +14,13 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile.counting.records import FallbackRecord, LeafError
+from pytest_torchcompile.counting.costs import Costs
+from pytest_torchcompile.counting.records import (
+    CompileCounts,
+    CostRecord,
+    FallbackRecord,
+    LeafError,
+)
 from pytest_torchcompile.errors import (
     CompileParityFailure,
     ParityError,
@@ -24,6 +30,7 @@ from pytest_torchcompile.errors import (
 from pytest_torchcompile.judging.parity import ParityReport
 from pytest_torchcompile.judging.verdicts import Verdict
 from pytest_torchcompile.running.trees import tensors
+from pytest_torchcompile.settings import Settings
 
 NO_COMPILER = "no compiler"
 """An intercepted check's kind where the backend compiles nothing (`none`), beside CHECK_KINDS."""
@@ -98,6 +105,27 @@ class CheckOutcome:
         return "checked partly", f"not judged ({', '.join(rules)}): {names}{more}"
 
 
+@dataclass(frozen=True)
+class CheckSummary:
+    """What a test's checks came to, read-only, for its record (records.ParityRecord): the
+    settings, the devices seen, the calls, the counts, the largest error per leaf (by leaf), the
+    wall time, the notes, the costs, the leaves excused and not judged by rule (sorted), and the
+    Hypothesis examples rejected (with the first such error)."""
+
+    settings: Settings
+    devices_seen: tuple[str, ...]
+    calls: int
+    counts: CompileCounts
+    largest_errors: tuple[LeafError, ...]
+    wall_time_s: float
+    notes: tuple[str, ...]
+    costs: CostRecord
+    excused: Mapping[str, int]
+    not_judged: Mapping[str, int]
+    rejected: int
+    first_rejection: str
+
+
 class Totals:
     """What a test's checks add up to, for its record: the calls, the devices seen, the largest
     error per leaf, the leaves excused and not judged by rule, the wall time, the notes, and the
@@ -125,6 +153,23 @@ class Totals:
         for tensor in inputs[:1]:
             if str(tensor.device) not in self.devices_seen:
                 self.devices_seen.append(str(tensor.device))
+
+    def summarize(self, settings: Settings, counts: CompileCounts, costs: Costs) -> CheckSummary:
+        """These totals, read-only, with the test's settings, counts and costs."""
+        return CheckSummary(
+            settings=settings,
+            devices_seen=tuple(self.devices_seen),
+            calls=self.calls,
+            counts=counts,
+            largest_errors=tuple(sorted(self.largest_errors.values(), key=lambda e: e["leaf"])),
+            wall_time_s=self.wall_time_s,
+            notes=tuple(self.notes),
+            costs=costs.record(counts["compile_time_s"]),
+            excused=dict(sorted(self.excused.items())),
+            not_judged=dict(sorted(self.not_judged.items())),
+            rejected=self.rejected,
+            first_rejection=self.first_rejection,
+        )
 
     def add_report(self, report: ParityReport) -> dict[str, LeafError]:
         """Count one call's leaf verdicts in; its error per leaf."""
@@ -156,4 +201,4 @@ def _leaf_errors(report: ParityReport, largest: dict[str, LeafError]) -> dict[st
     return errors
 
 
-__all__ = ["NO_COMPILER", "CheckOutcome", "Happened", "Totals"]
+__all__ = ["NO_COMPILER", "CheckOutcome", "CheckSummary", "Happened", "Totals"]

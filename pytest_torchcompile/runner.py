@@ -36,7 +36,7 @@ from pytest_torchcompile.judging.messages import (
     inputs_note,
     rejection_note,
 )
-from pytest_torchcompile.outcome import NO_COMPILER, CheckOutcome, Happened, Totals
+from pytest_torchcompile.outcome import NO_COMPILER, CheckOutcome, CheckSummary, Happened, Totals
 from pytest_torchcompile.running import exported, misuse, randomness, sides
 from pytest_torchcompile.running.calls import Call, CallRunner
 from pytest_torchcompile.running.compiled import CompiledSide
@@ -171,8 +171,7 @@ class Checker(Totals):
     def check(
         self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> ParityResult:
-        """One checked call: both sides run, compared, and a divergence raised (the exception
-        its `outcome` ends in)."""
+        """One checked call, raising the exception its `outcome` ends in (a divergence...)."""
         __tracebackhide__ = True
         outcome = self.outcome(fn, args, kwargs)
         if outcome.error is not None:
@@ -190,12 +189,10 @@ class Checker(Totals):
         recorder: CallRecorder | None = None,
         within: Callable[[], AbstractContextManager[Any]] = nullcontext,
     ) -> CheckOutcome:
-        """One checked call as one value: the exception a check can end in is kept, not raised,
-        so the caller decides what the ending means. `recorder` is told of the call first (its
-        error is the outcome's too); `within` is entered around the check itself. What
-        torch.compile switches process-wide (distributions' argument validation...) is put back
-        afterwards, so the test goes on as it would without the check. Dynamo's trace records
-        are kept out of the log capture of whichever test phase the check runs in."""
+        """One checked call as one value: its exception kept, not raised. `recorder` is told of
+        the call first, `within` entered around the check. What torch.compile switches
+        process-wide (distributions' argument validation...) is put back afterwards, and
+        Dynamo's trace records are kept out of the log capture of the test's phase."""
         __tracebackhide__ = True
         fallbacks = len(self.accountant.counts()["fallbacks"])
         before = self.accountant.mark()
@@ -252,6 +249,10 @@ class Checker(Totals):
 
     def _context(self) -> str:
         return context_line(self.settings.describe(), self.devices_seen)
+
+    def summary(self) -> CheckSummary:
+        """What the test's checks came to, read-only, for its record."""
+        return self.summarize(self.settings, self.accountant.counts(), self.costs)
 
     def isolated(self, *, reset: bool = True) -> AbstractContextManager[None]:
         """The clean compile world this checker's test runs in (see `isolated`)."""
