@@ -18,7 +18,7 @@ from pytest_torchcompile.judging.closeness import Scan
 
 
 class Verdict(enum.Enum):
-    PASSED = "passed"  # within the plain tolerance
+    PASSED = "passed"  # within the plain tolerance (from a rule: within what the rule allows)
     EXCUSED = "excused"  # outside it, passed by a named rule (the note names it and its evidence)
     FAILED = "failed"
     NOT_JUDGED = "not judged"  # the checker cannot judge it (the note says why): no verdict
