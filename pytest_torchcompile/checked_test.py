@@ -64,9 +64,8 @@ class CheckedTest:
     def intercepted(self) -> bool:
         """Whether the test's module calls are intercepted: it does not use the checker, and the
         mode is all or the test is marked."""
-        if self.session.parity == "off" or "compile_parity" in getattr(
-            self.item, "fixturenames", ()
-        ):
+        fixturenames = getattr(self.item, "fixturenames", ())
+        if self.session.parity == "off" or "compile_parity" in fixturenames:
             return False
         return self.session.parity == "all" or self.item.get_closest_marker(MARKER) is not None
 
