@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from pytest_torchcompile.adoption.callsites import Constructions
     from pytest_torchcompile.adoption.functions import Found
     from pytest_torchcompile.adoption.intercept import Interceptor
+    from pytest_torchcompile.outcome import CheckSummary
 
 MARKER = "compile_parity"
 
@@ -203,7 +204,7 @@ class CheckedTest:
             )
         if checker is None or (interceptor is not None and interceptor.outermost_calls == 0):
             return
-        record = _record(item.nodeid, checker, "passed" if check else "failed")
+        record = _record(item.nodeid, checker.summary(), "passed" if check else "failed")
         if interceptor is not None:
             record["module_calls"] = item.stash[COVERAGE_KEY]["calls"]  # tallied once, above
         try:
@@ -310,30 +311,30 @@ def _parity_failure(exc: BaseException) -> bool:
     return isinstance(exc, ParityError)
 
 
-def _record(nodeid: str, checker: Any, verdict: str) -> ParityRecord:
-    """The record the test's report carries: what its checker saw, over all its calls."""
-    settings: Settings = checker.settings
+def _record(nodeid: str, summary: CheckSummary, verdict: str) -> ParityRecord:
+    """The record the test's report carries: what its checks came to, over all its calls."""
+    settings = summary.settings
     record = ParityRecord(
         nodeid=nodeid,
-        device=",".join(checker.devices_seen) or "none",  # none: no call was checked
+        device=",".join(summary.devices_seen) or "none",  # none: no call was checked
         backend=settings.backend,
         mode=settings.mode,
         dynamic=settings.dynamic,
         verdict=verdict,
-        calls=checker.calls,
-        counts=checker.accountant.counts(),
-        largest_errors=sorted(checker.largest_errors.values(), key=lambda e: e["leaf"]),
-        wall_time_s=checker.wall_time_s,
-        notes=list(checker.notes),
+        calls=summary.calls,
+        counts=summary.counts,
+        largest_errors=list(summary.largest_errors),
+        wall_time_s=summary.wall_time_s,
+        notes=list(summary.notes),
     )
-    record["costs"] = checker.costs.record(record["counts"]["compile_time_s"])
-    if checker.excused:  # leaves a named rule excused, by rule
-        record["excused"] = dict(sorted(checker.excused.items()))
-    if checker.not_judged:  # leaves the checker could not judge: "checked partly"
-        record["not_judged"] = dict(sorted(checker.not_judged.items()))
-    if checker.rejected:  # Hypothesis examples eager raised on, rejected
-        record["rejected"] = checker.rejected
-        record["first_rejection"] = checker.first_rejection
+    record["costs"] = summary.costs
+    if summary.excused:  # leaves a named rule excused, by rule
+        record["excused"] = dict(summary.excused)
+    if summary.not_judged:  # leaves the checker could not judge: "checked partly"
+        record["not_judged"] = dict(summary.not_judged)
+    if summary.rejected:  # Hypothesis examples eager raised on, rejected
+        record["rejected"] = summary.rejected
+        record["first_rejection"] = summary.first_rejection
     return record
 
 
