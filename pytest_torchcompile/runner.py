@@ -28,7 +28,7 @@ from pytest_torchcompile.errors import (
     first_line,
 )
 from pytest_torchcompile.judging import parity
-from pytest_torchcompile.judging.messages import (
+from pytest_torchcompile.messages import (
     both_rejected_note,
     compile_refusal,
     context_line,
