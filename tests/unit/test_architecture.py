@@ -1,4 +1,5 @@
-"""The package's import structure: data flows one way, and no module reaches into another's privates.
+"""The package's shape: data flows one way, no module reaches into another's privates, and no
+class runs over 200 lines nor any function over 80 (one job each).
 
 Parsed with ast, not imported, so imports under ``TYPE_CHECKING`` and inside functions count too:
 a cycle hidden behind a lazy import is still two rooms that import each other. Run as a script
@@ -322,6 +323,57 @@ def test_the_checks_see_modules_through_their_stages() -> None:
     assert _file("judging.parity") == "judging/parity.py"
     assert _file("judging") == "judging/__init__.py"
     assert _file(INIT) == "__init__.py"
+
+
+CLASS_LINES = 200  # the floors issue 52 sets: a longer class or function holds more than one job
+FUNCTION_LINES = 80
+
+
+def _definitions(
+    node: ast.AST, prefix: str = ""
+) -> Iterator[tuple[str, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef]]:
+    """(qualified name, node) for each class and function in `node`, nested ones included."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            name = f"{prefix}{child.name}"
+            yield name, child
+            yield from _definitions(child, f"{name}.")
+        else:
+            yield from _definitions(child, prefix)
+
+
+def oversized(trees: dict[str, ast.Module]) -> list[str]:
+    """`file:line: name (N lines, over M)` for each class over CLASS_LINES lines and each
+    function or method over FUNCTION_LINES (end_lineno - lineno + 1) in `trees` (see `_modules`)."""
+    found = []
+    for module, tree in trees.items():
+        for name, node in _definitions(tree):
+            limit = CLASS_LINES if isinstance(node, ast.ClassDef) else FUNCTION_LINES
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if lines > limit:
+                found.append(f"{_file(module)}:{node.lineno}: {name} ({lines} lines, over {limit})")
+    return found
+
+
+def test_no_class_over_200_lines_and_no_function_over_80() -> None:
+    found = oversized(_modules())
+    floors = f"classes over {CLASS_LINES} lines or functions over {FUNCTION_LINES}"
+    assert not found, f"{floors} (split by concern, not in halves):\n" + "\n".join(
+        f"  {f}" for f in found
+    )
+
+
+def test_the_size_check_sees_classes_and_nested_functions() -> None:
+    body = "".join(f"        x{i} = {i}\n" for i in range(FUNCTION_LINES))
+    tree = ast.parse(f"class Big:\n    def method(self):\n{body}")
+    assert oversized({"judging.parity": tree}) == [
+        f"judging/parity.py:2: Big.method ({FUNCTION_LINES + 1} lines, over {FUNCTION_LINES})"
+    ]
+    tall = ast.parse("class Tall:\n" + "    x = 1\n" * CLASS_LINES)
+    assert oversized({"judging.parity": tall}) == [
+        f"judging/parity.py:1: Tall ({CLASS_LINES + 1} lines, over {CLASS_LINES})"
+    ]
+    assert oversized({"judging.parity": ast.parse("def small():\n    pass\n")}) == []
 
 
 if __name__ == "__main__":
