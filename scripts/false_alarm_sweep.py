@@ -260,9 +260,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             done.append(future.result())
             with (args.logs / "runs.jsonl").open("a") as jsonl:
                 jsonl.write(json.dumps(asdict(done[-1])) + "\n")
-            (args.logs / "summary.md").write_text(
+            summary = args.logs / "summary.md.part"  # replaced whole: a reader never sees it empty
+            summary.write_text(
                 f"{len(done)} of {len(runs)} runs done\n\n{table(done, seeds, backends)}\n"
             )
+            summary.replace(args.logs / "summary.md")
     except KeyboardInterrupt:
         print(f"\nINTERRUPTED: {len(done)} of {len(runs)} runs done", file=sys.stderr)
         pool.shutdown(wait=False, cancel_futures=True)

@@ -42,11 +42,20 @@ def _wait_for_runs(logs: Path, n: int) -> None:
         time.sleep(0.01)
 
 
+def _wait_for_summary(logs: Path, start: str) -> None:
+    """Until summary.md begins with `start` (the sweep rewrites it after each run's line)."""
+    deadline = time.monotonic() + 10
+    summary = logs / "summary.md"
+    while not (summary.exists() and summary.read_text().startswith(start)):
+        assert time.monotonic() < deadline, f"summary.md never began with {start!r}"
+        time.sleep(0.01)
+
+
 def test_each_finished_run_is_written_as_it_finishes(sweep, tmp_path, monkeypatch, capsys):
     def execute(run, devices, threads, timeout, logs):
         if run.seed == 1 and "train_step" in run.file:  # the last run: the 11 before are written
             _wait_for_runs(logs, 11)
-            assert (logs / "summary.md").read_text().startswith("11 of 12 runs done")
+            _wait_for_summary(logs, "11 of 12 runs done")  # written just after runs.jsonl
         run.failures = ["test_x: ParityError: boom"] if "softmax" in run.file else []
         return run
 
