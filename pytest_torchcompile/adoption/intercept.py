@@ -32,7 +32,6 @@ from typing import Any
 
 from pytest_torchcompile.adoption.callsites import Constructions
 from pytest_torchcompile.adoption.functions import Found
-from pytest_torchcompile.adoption.kept import KeptFor
 from pytest_torchcompile.adoption.kinds import InterceptedCall
 from pytest_torchcompile.adoption.policy import SignaturePolicy
 from pytest_torchcompile.adoption.selection import Selection
@@ -44,6 +43,7 @@ from pytest_torchcompile.counting.records import ModuleCallRecord
 from pytest_torchcompile.outcome import CheckOutcome, Happened
 from pytest_torchcompile.runner import Checker
 from pytest_torchcompile.running.copier import clone_tree
+from pytest_torchcompile.running.kept import KeptFor
 from pytest_torchcompile.running.recorder import Recorder
 from pytest_torchcompile.running.shared_compiles import SharedCompiles
 from pytest_torchcompile.running.signatures import Skip

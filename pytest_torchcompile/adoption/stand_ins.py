@@ -8,9 +8,9 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile.adoption.kept import KeptFor
 from pytest_torchcompile.adoption.selection import module_structure
 from pytest_torchcompile.running.copier import clone_tree
+from pytest_torchcompile.running.kept import KeptFor
 from pytest_torchcompile.running.snapshot import sync_module
 
 

@@ -22,6 +22,7 @@ from pytest_torchcompile.counting.costs import FAULT_RETRY, Costs
 from pytest_torchcompile.running import faults, randomness, trees
 from pytest_torchcompile.running.compiled import CompiledSide
 from pytest_torchcompile.running.copier import clone_tree
+from pytest_torchcompile.running.kept import KeptFor
 from pytest_torchcompile.running.rounding import RoundingNoise
 from pytest_torchcompile.running.sides import (
     COTANGENT_SEED,
@@ -234,7 +235,7 @@ class CallRunner:
         self._on_recompile_limit = on_recompile_limit
         self._notes = notes  # the checker's, for the report
         self._context = context
-        self._worlds: dict[int, tuple[Callable[..., Any], World]] = {}  # by id of a callable
+        self._worlds = KeptFor(World.of)  # by the callable: the walk reads code once
 
     def _note(self, note: str) -> None:
         if note not in self._notes:
@@ -248,7 +249,7 @@ class CallRunner:
         # One walk of the state before the call serves both sides: the compiled side's copies
         # hold the same plain attributes under the same names.
         watch = Watch.of(state_after(*snapshot_of))
-        world = self._world(fn).for_call(args, kwargs)
+        world = self._worlds.of(fn).for_call(args, kwargs)
         before = world.capture()
 
         def compiled_again() -> tuple[SideResult, bool, Copies]:
@@ -310,10 +311,3 @@ class CallRunner:
             self.costs,
             eager_time,
         )
-
-    def _world(self, fn: Callable[..., Any]) -> World:
-        """The world around `fn`'s calls, found once per callable (the walk reads code)."""
-        kept = self._worlds.get(id(fn))
-        if kept is None or kept[0] is not fn:
-            kept = self._worlds[id(fn)] = (fn, World.of(fn))
-        return kept[1]
