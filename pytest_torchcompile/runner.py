@@ -41,7 +41,6 @@ from pytest_torchcompile.running import exported, misuse, randomness, sides
 from pytest_torchcompile.running.calls import Call, CallRunner
 from pytest_torchcompile.running.compiled import CompiledSide
 from pytest_torchcompile.running.shared_compiles import SharedCompiles
-from pytest_torchcompile.running.signatures import Skip, inputs_signature
 from pytest_torchcompile.running.targets import Target, target_of
 from pytest_torchcompile.settings import CONTROL_BACKEND, Settings, apply
 
@@ -229,7 +228,7 @@ class Checker(Totals):
         try:  # the sides do not wait for the device: the comparison reads what they queued
             call = self.sides.run(target, args, kwargs)
             misuse.check_output(call.eager.output)
-            report = self._comparer.compare(call, _kind_of_call(target, args, kwargs))
+            report = self._comparer.compare(call)
             sides.synchronize()
         except torch.AcceleratorError as exc:
             compiled = call.compiled if call is not None else None
@@ -399,8 +398,10 @@ class _Comparer:
         self.context = context
         self._rebuilt: set[Hashable] = set()  # kinds of call a plain re-run reproduced
 
-    def compare(self, call: Call, kind: Hashable | None) -> parity.ParityReport:
-        """The call's leaf verdicts (`kind`: `_kind_of_call`)."""
+    def compare(self, call: Call) -> parity.ParityReport:
+        """The call's leaf verdicts; a plain re-run is not asked for again where one reproduced
+        a call of its kind (`Call.kind`)."""
+        kind = call.kind
         backward = self.settings.compares_backward
         with self._comparing():
             report = parity.compare(
@@ -458,19 +459,6 @@ class _Comparer:
                     message = randomness.fallback_random_failure(message, not checked.ok)
                     note = message.split("\n\n", 1)[0]
         return message, note
-
-
-def _kind_of_call(
-    target: Target, args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> Hashable | None:
-    """What makes two calls of a test one kind for the snapshot: the callable and the inputs'
-    types, shapes, strides, dtypes and devices (None where they cannot be told: a tensor
-    subclass). A plain eager re-run that reproduced one call of a kind is not run for the
-    next ones until a leaf would fail."""
-    try:
-        return id(target.fn), inputs_signature((args, dict(kwargs)))
-    except Skip:
-        return None
 
 
 def _in_hypothesis_example() -> bool:

@@ -11,7 +11,7 @@ leaves the world as eager left it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,7 @@ from pytest_torchcompile.running.sides import (
     state_left,
     with_world,
 )
+from pytest_torchcompile.running.signatures import Skip, inputs_signature
 from pytest_torchcompile.running.snapshot import (
     Copies,
     StateBefore,
@@ -117,6 +118,17 @@ class Call:
             return run_side(side, backward, around)
 
         return self.from_before(copier, eager_again)
+
+    @functools.cached_property
+    def kind(self) -> Hashable | None:
+        """What makes two calls of a test one kind for the snapshot: the callable and the
+        inputs' types, shapes, strides, dtypes and devices (None where they cannot be told: a
+        tensor subclass). A plain eager re-run that reproduced one call of a kind is not run
+        for the next ones until a leaf would fail."""
+        try:
+            return id(self.target.fn), inputs_signature(self.snapshot_of[1:])
+        except Skip:
+            return None
 
     @functools.cached_property
     def batch(self) -> int:
