@@ -41,7 +41,7 @@ from pytest_torchcompile.running import exported, misuse, randomness, sides
 from pytest_torchcompile.running.calls import Call, CallRunner
 from pytest_torchcompile.running.compiled import CompiledSide
 from pytest_torchcompile.running.shared_compiles import SharedCompiles
-from pytest_torchcompile.running.signatures import Skip, inputs_signature
+from pytest_torchcompile.running.targets import Target, target_of
 from pytest_torchcompile.settings import CONTROL_BACKEND, Settings, apply
 
 
@@ -182,25 +182,25 @@ class Checker(Totals):
 
     def outcome(
         self,
-        fn: Callable[..., Any],
+        fn: Callable[..., Any] | Target,
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any],
         *,
         recorder: CallRecorder | None = None,
         within: Callable[[], AbstractContextManager[Any]] = nullcontext,
     ) -> CheckOutcome:
-        """One checked call as one value: its exception kept, not raised. `recorder` is told of
-        the call first, `within` entered around the check. What torch.compile switches
-        process-wide (distributions' argument validation...) is put back afterwards, and
-        Dynamo's trace records are kept out of the log capture of the test's phase."""
+        """One checked call of a callable or target as one value, its exception kept. `recorder` is
+        told of the call first, `within` entered around it; what torch.compile switches process-wide
+        is put back, and Dynamo's trace records kept out of the test's log capture."""
         __tracebackhide__ = True
         fallbacks = len(self.accountant.counts()["fallbacks"])
         before = self.accountant.mark()
         try:
+            target = target_of(fn)
             if recorder is not None:
-                recorder.record(fn, args, kwargs)
+                recorder.record(target.fn, args, kwargs)
             with within(), _compat.process_switches_kept(), _compat.structured_trace_contained():
-                call, errors = self._check(fn, args, kwargs)
+                call, errors = self._check(target, args, kwargs)
         except Exception as error:
             graphs = tuple(self.accountant.graphs_since(before))
             return CheckOutcome(Happened.of(error), error, report=self._report, graphs=graphs)
@@ -215,20 +215,20 @@ class Checker(Totals):
         )
 
     def _check(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self, target: Target, args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> tuple[Call, dict[str, LeafError]]:
         __tracebackhide__ = True
-        misuse.check_call(fn, args, kwargs)
+        misuse.check_call(target, args, kwargs)
         if self.recorder is not None:
-            self.recorder.record(fn, args, kwargs)
+            self.recorder.record(target.fn, args, kwargs)
         started = time.perf_counter()
         self.calls += 1
-        self.note_devices(fn, args, kwargs)
+        self.note_devices(target.fn, args, kwargs)
         call: Call | None = None
         try:  # the sides do not wait for the device: the comparison reads what they queued
-            call = self.sides.run(fn, args, kwargs)
+            call = self.sides.run(target, args, kwargs)
             misuse.check_output(call.eager.output)
-            report = self._comparer.compare(call, _kind_of_call(fn, args, kwargs))
+            report = self._comparer.compare(call)
             sides.synchronize()
         except torch.AcceleratorError as exc:
             compiled = call.compiled if call is not None else None
@@ -236,7 +236,7 @@ class Checker(Totals):
         self._report = report
         errors = self.add_report(report)
         self.wall_time_s += time.perf_counter() - started
-        self._endings.refusal(call, self.compiled.refused_by(fn, call.compiled.exception))
+        self._endings.refusal(call, self.compiled.refused_by(target, call.compiled.exception))
         message, note = self._comparer.divergence(call, report)
         if message:
             if self.recorder is not None:
@@ -258,9 +258,9 @@ class Checker(Totals):
         """The clean compile world this checker's test runs in (see `isolated`)."""
         return isolated(self.accountant, reset=reset)
 
-    def share(self, fn: Callable[..., Any], structure: Hashable) -> None:
-        """Let `fn`'s compile serve later calls of its class and `structure` (CompiledSide.share)."""
-        self.compiled.share(fn, structure)
+    def share(self, target: Target, structure: Hashable) -> None:
+        """Let `target`'s compile serve later calls of its class and `structure` (CompiledSide)."""
+        self.compiled.share(target, structure)
 
     def keeps_for_triage(self, recorder: CallRecorder) -> bool:
         """Keep `recorder` for triage, unless one is kept already; whether it was."""
@@ -398,8 +398,10 @@ class _Comparer:
         self.context = context
         self._rebuilt: set[Hashable] = set()  # kinds of call a plain re-run reproduced
 
-    def compare(self, call: Call, kind: Hashable | None) -> parity.ParityReport:
-        """The call's leaf verdicts (`kind`: `_kind_of_call`)."""
+    def compare(self, call: Call) -> parity.ParityReport:
+        """The call's leaf verdicts; a plain re-run is not asked for again where one reproduced
+        a call of its kind (`Call.kind`)."""
+        kind = call.kind
         backward = self.settings.compares_backward
         with self._comparing():
             report = parity.compare(
@@ -457,19 +459,6 @@ class _Comparer:
                     message = randomness.fallback_random_failure(message, not checked.ok)
                     note = message.split("\n\n", 1)[0]
         return message, note
-
-
-def _kind_of_call(
-    fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
-) -> Hashable | None:
-    """What makes two calls of a test one kind for the snapshot: the callable and the inputs'
-    types, shapes, strides, dtypes and devices (None where they cannot be told: a tensor
-    subclass). A plain eager re-run that reproduced one call of a kind is not run for the
-    next ones until a leaf would fail."""
-    try:
-        return id(fn), inputs_signature((args, dict(kwargs)))
-    except Skip:
-        return None
 
 
 def _in_hypothesis_example() -> bool:

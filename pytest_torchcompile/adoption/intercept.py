@@ -26,11 +26,11 @@ progress makes it outermost; the calls it makes are "inside checked" once it is 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Hashable
 from types import TracebackType
 from typing import Any
 
-from pytest_torchcompile.adoption.callsites import Constructions
+from pytest_torchcompile.adoption.callsites import Constructions, qualified_name
 from pytest_torchcompile.adoption.functions import Found
 from pytest_torchcompile.adoption.kinds import InterceptedCall
 from pytest_torchcompile.adoption.policy import SignaturePolicy
@@ -47,6 +47,7 @@ from pytest_torchcompile.running.kept import KeptFor
 from pytest_torchcompile.running.recorder import Recorder
 from pytest_torchcompile.running.shared_compiles import SharedCompiles
 from pytest_torchcompile.running.signatures import Skip
+from pytest_torchcompile.running.targets import Target
 from pytest_torchcompile.running.world import World, unseen
 from pytest_torchcompile.settings import Settings
 
@@ -139,7 +140,7 @@ class Interceptor:
             signature = self._policy.select(call, self._copies)
             replayed = call.replayed(self._copies)
             inputs = clone_tree((call.args, dict(call.kwargs)))
-            world = self._worlds.of(call.target).for_call(call.args, call.kwargs)
+            world = self._worlds.of(call.target.fn).for_call(call.args, call.kwargs)
             before = world.capture()
         except Skip as skip:
             self._count(call, "skipped", str(skip))
@@ -176,13 +177,13 @@ class Interceptor:
         number: int,
         call: InterceptedCall,
         signature: Hashable,
-        replayed: Callable[..., Any],
+        replayed: Target,
         inputs: Inputs,
     ) -> None:
         """Replay the call from its snapshot through the checker (`replayed`: the module's
         stand-in, or the function); tally the outcome."""
         args, kwargs = inputs
-        recorder = self._recorders.of(replayed)  # kept for triage if it diverges
+        recorder = self._recorders.of(replayed.fn)  # kept for triage if it diverges
         with self._wrappers.passing_through():
             self.checker.share(replayed, call.structure(self._copies))
             outcome = self.checker.outcome(  # Dynamo traces the originals
@@ -209,7 +210,7 @@ class Interceptor:
             self._policy.checked(call.name, signature)
             self._count(call, *outcome.how_checked)
             self.inside_checked_functions |= self._wrappers.nested - {call.name}
-            self.inside_checked |= call.covered(replayed)
+            self.inside_checked |= {qualified_name(type(inner)) for inner in replayed.submodules()}
 
     def _diverge(
         self,

@@ -1,22 +1,22 @@
 """The two kinds of intercepted call, each carrying what differs between them.
 
 A module call runs its class's `__call__` on the module and is replayed on the module's stand-in
-(stand_ins.py); its program is the module's structure and mode, and a check of it covers its
-submodules. A function call runs and is replayed as the function itself; its program is the
-function alone.
+(stand_ins.py); its program is the module's structure and mode. A function call runs and is
+replayed as the function itself; its program is the function alone. What the checker does with
+either is the kind of its target (running/targets.py), which the call hands over already made.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, ClassVar, cast
+from typing import Any, ClassVar
 
 import torch
 
-from pytest_torchcompile.adoption.callsites import qualified_name
 from pytest_torchcompile.adoption.selection import refusal
 from pytest_torchcompile.adoption.stand_ins import ModuleCopies
+from pytest_torchcompile.running.targets import FunctionTarget, ModuleTarget, Target
 
 
 @dataclass(frozen=True)
@@ -40,9 +40,9 @@ class ModuleCall(_Made):
     module: torch.nn.Module
 
     @property
-    def target(self) -> Callable[..., Any]:
+    def target(self) -> Target:
         """What the call acts on: the world around it is found for this (World.of)."""
-        return self.module
+        return ModuleTarget(self.module)
 
     def run(self) -> Any:
         return self.original(self.module, *self.args, **self.kwargs)
@@ -59,16 +59,9 @@ class ModuleCall(_Made):
         """What a compile kept for the session is shared by (CompiledSide.share)."""
         return copies.structure(self.module)
 
-    def replayed(self, copies: ModuleCopies) -> Callable[..., Any]:
+    def replayed(self, copies: ModuleCopies) -> Target:
         """The module's stand-in, holding its state before the call."""
-        return copies.stand_in(self.module)
-
-    def covered(self, replayed: Callable[..., Any]) -> set[str]:
-        """The classes of the submodules a check of the call covers (`replayed`: its own)."""
-        stand_in = cast(torch.nn.Module, replayed)
-        return {
-            qualified_name(type(inner)) for inner in stand_in.modules() if inner is not stand_in
-        }
+        return ModuleTarget(copies.stand_in(self.module))
 
 
 @dataclass(frozen=True)
@@ -80,8 +73,8 @@ class FunctionCall(_Made):
     signed_by: ClassVar[str] = ""
 
     @property
-    def target(self) -> Callable[..., Any]:
-        return self.original
+    def target(self) -> Target:
+        return FunctionTarget(self.original)
 
     def run(self) -> Any:
         return self.original(*self.args, **self.kwargs)
@@ -95,11 +88,8 @@ class FunctionCall(_Made):
     def structure(self, copies: ModuleCopies) -> Hashable:
         return None
 
-    def replayed(self, copies: ModuleCopies) -> Callable[..., Any]:
-        return self.original
-
-    def covered(self, replayed: Callable[..., Any]) -> set[str]:
-        return set()
+    def replayed(self, copies: ModuleCopies) -> Target:
+        return self.target
 
 
 InterceptedCall = ModuleCall | FunctionCall

@@ -8,19 +8,17 @@ what random draws cannot change.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
-
-import torch
 
 from pytest_torchcompile import _compat
 from pytest_torchcompile.counting.costs import AS_USER, Costs
-from pytest_torchcompile.running import randomness
 from pytest_torchcompile.running.compiler import AsUser, Compiler
 from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.marks import mark_inputs
+from pytest_torchcompile.running.module_copies import ModuleCopies
 from pytest_torchcompile.running.sides import SideResult, run_side
-from pytest_torchcompile.running.snapshot import Restructured, sync_module
+from pytest_torchcompile.running.targets import Target
 
 
 class AsUserRuns:
@@ -29,21 +27,18 @@ class AsUserRuns:
     def __init__(self, compiler: Compiler, costs: Costs) -> None:
         self.compiler = compiler
         self.costs = costs  # the test's: the compile is counted there, its time uncounted
+        self._copies = ModuleCopies()  # its own: the compiled side's say how its latest run copied
 
-    def compiled(self, fn: Callable[..., Any], kept: AsUser | None) -> AsUser:
-        """`kept` (`fn`'s compile as the user's, or None), its module copy synced from `fn`;
-        made afresh where there is none or `fn` is structured otherwise than its copy."""
-        module = fn if isinstance(fn, torch.nn.Module) else None
-        if kept is not None and kept.module_copy is not None and module is not None:
-            try:
-                sync_module(module, kept.module_copy, kept.memo)
-            except Restructured:
-                kept = None
-        if kept is None:
-            memo: dict[int, Any] = {}
-            module_copy = clone_tree(module, memo) if module is not None else None
-            target = module_copy if module_copy is not None else randomness.own_code(fn)
-            kept = AsUser(module_copy, self.compiler.compile(target, as_user=True), memo)
+    def compiled(self, target: Target, kept: AsUser | None) -> AsUser:
+        """`kept` (the target's compile as the user's, or None), its module copy synced from the
+        target's; made afresh where there is none or the module is structured otherwise than
+        its copy."""
+        previous = None
+        if kept is not None and kept.module_copy is not None:
+            previous = (kept.module_copy, kept.memo)
+        copy, memo, fresh = target.synced(self._copies, previous)
+        if kept is None or fresh:
+            kept = AsUser(copy.module, self.compiler.compile(copy.apart(), as_user=True), memo)
             self.costs.compiled(AS_USER)
         return kept
 

@@ -11,7 +11,7 @@ leaves the world as eager left it.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +35,7 @@ from pytest_torchcompile.running.sides import (
     state_left,
     with_world,
 )
+from pytest_torchcompile.running.signatures import Skip, inputs_signature
 from pytest_torchcompile.running.snapshot import (
     Copies,
     StateBefore,
@@ -43,6 +44,7 @@ from pytest_torchcompile.running.snapshot import (
     upcast_tree,
 )
 from pytest_torchcompile.running.state import state_after
+from pytest_torchcompile.running.targets import Target
 from pytest_torchcompile.running.world import World, WorldState, unseen
 from pytest_torchcompile.settings import CACHELESS_BACKENDS, Settings
 
@@ -56,7 +58,7 @@ FALLBACK_RANDOM_NOTE = (
 class Call:
     """One checked call after both sides ran: their results, and what re-runs start from."""
 
-    fn: Callable[..., Any]
+    target: Target
     snapshot_of: tuple[torch.nn.Module | None, tuple[Any, ...], dict[str, Any]]
     eager: SideResult
     compiled: SideResult
@@ -72,7 +74,7 @@ class Call:
     def from_before(
         self, copier: Callable[[Any, dict[int, Any]], Any], run: Callable[..., SideResult]
     ) -> Callable[[], SideResult]:
-        """A thunk calling `run(module, args, kwargs)` on a fresh copy of the call as it was
+        """A thunk calling `run(target, args, kwargs)` on a fresh copy of the call as it was
         (made by `copier`: clone_tree, upcast_tree...), in the world as it was before the call
         (the generators among the call's objects too, before they are copied), leaving the
         world as eager left it."""
@@ -88,7 +90,7 @@ class Call:
             try:
                 module, args, kwargs = self.pristine.copy(self.snapshot_of, copier)
                 with self.costs.timing("re-runs"), unseen():
-                    result = run(module, args, kwargs)
+                    result = run(self.target.on(module), args, kwargs)
                 with_world(result, self.world)  # what it left there, as the sides have
                 return result
             finally:
@@ -107,15 +109,26 @@ class Call:
         with `rows`, on those rows alone of every input along the call's batch (`on_rows`)."""
 
         def eager_again(
-            module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: dict[str, Any]
+            target: Target, args: tuple[Any, ...], kwargs: dict[str, Any]
         ) -> SideResult:
             if rows is not None:
                 args, kwargs = _on_rows((args, kwargs), rows, self.batch)
             likes = [o.dtype for o in differentiable_outputs(self.eager.output)]
-            side = Side(module if module is not None else self.fn, module, args, kwargs, likes)
+            side = Side(target.fn, target.module, args, kwargs, likes)
             return run_side(side, backward, around)
 
         return self.from_before(copier, eager_again)
+
+    @functools.cached_property
+    def kind(self) -> Hashable | None:
+        """What makes two calls of a test one kind for the snapshot: the callable and the
+        inputs' types, shapes, strides, dtypes and devices (None where they cannot be told: a
+        tensor subclass). A plain eager re-run that reproduced one call of a kind is not run
+        for the next ones until a leaf would fail."""
+        try:
+            return id(self.target.fn), inputs_signature(self.snapshot_of[1:])
+        except Skip:
+            return None
 
     @functools.cached_property
     def batch(self) -> int:
@@ -168,12 +181,7 @@ class Call:
         the compiled side's own path (its copies, marks and runner) with no compiler. Where the
         control differs from eager too, a difference is the checker's own."""
 
-        def uncompiled(
-            module: torch.nn.Module | None, args: tuple[Any, ...], kwargs: dict[str, Any]
-        ) -> SideResult:
-            return self.side.run_control(self.fn, module, args, kwargs)
-
-        return self.from_before(clone_tree, uncompiled)
+        return self.from_before(clone_tree, self.side.run_control)
 
     def reruns(self, backward: bool) -> dict[str, Callable[[], SideResult]]:
         """The re-runs the rules may ask for (parity.compare's keywords), each from the state
@@ -241,24 +249,23 @@ class CallRunner:
         if note not in self._notes:
             self._notes.append(note)
 
-    def run(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Call:
+    def run(self, target: Target, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Call:
         """Run the compiled side (on copies), then eager (on the caller's objects), from one
         state; keep what re-runs need to start from the state before the call."""
-        module = fn if isinstance(fn, torch.nn.Module) else None
-        snapshot_of = (module, args, dict(kwargs))  # the call as made
+        snapshot_of = (target.module, args, dict(kwargs))  # the call as made
         # One walk of the state before the call serves both sides: the compiled side's copies
         # hold the same plain attributes under the same names.
         watch = Watch.of(state_after(*snapshot_of))
-        world = self._worlds.of(fn).for_call(args, kwargs)
+        world = self._worlds.of(target.fn).for_call(args, kwargs)
         before = world.capture()
 
         def compiled_again() -> tuple[SideResult, bool, Copies]:
             world.restore(before)
             with self.costs.timing("compiled side"), unseen():
-                return self.compiled.run(fn, args, kwargs, watch)
+                return self.compiled.run(target, args, kwargs, watch)
 
         with self.costs.timing("compiled side"), unseen():
-            compiled, moved, copies = self.compiled.run(fn, args, kwargs, watch)
+            compiled, moved, copies = self.compiled.run(target, args, kwargs, watch)
         if self._examples and _recompile_limit_hit(compiled):
             self._on_recompile_limit()
             compiled, moved_again, copies = compiled_again()
@@ -283,22 +290,22 @@ class CallRunner:
         pristine = StateBefore.take(snapshot_of, copies, moved)
         with_world(compiled, world)
         as_user = None
-        if self.compiled.entry(fn).draws_random:
+        if self.compiled.entry(target).draws_random:
             world.restore(before)
             with self.costs.timing("compiled side"), unseen():
-                as_user = self.compiled.run_as_user(fn, args, kwargs)
+                as_user = self.compiled.run_as_user(target, args, kwargs)
             self._note(FALLBACK_RANDOM_NOTE)
         # Eager starts from the world the compiled side did, under the process-wide switches
         # the user set, not torch.compile's.
         world.restore(before)
-        eager_side = Side(fn, module, args, dict(kwargs))
+        eager_side = Side(target.fn, target.module, args, dict(kwargs))
         eager_time = Stopwatch()
         with self.costs.timing("eager side"), eager_time.timing():
             eager = run_side(eager_side, self.settings.compares_backward, nothing, wait=False)
         lacking = pristine.lacks(watch, state_left(eager, eager_side))
         with_world(eager, world)
         return Call(
-            fn,
+            target,
             snapshot_of,
             eager,
             compiled,

@@ -17,8 +17,6 @@ import functools
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-import torch
-
 from pytest_torchcompile.counting.accounting import Accountant
 from pytest_torchcompile.counting.costs import Costs
 from pytest_torchcompile.running.as_user import AsUserRuns
@@ -27,9 +25,10 @@ from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.exported import Exported
 from pytest_torchcompile.running.marks import mark_inputs
 from pytest_torchcompile.running.module_copies import ModuleCopies
-from pytest_torchcompile.running.shared_compiles import SharedCompiles, key_of
+from pytest_torchcompile.running.shared_compiles import SharedCompiles
 from pytest_torchcompile.running.sides import Side, SideResult, nothing, run_side, state_left
-from pytest_torchcompile.running.snapshot import Copies, Watch, tensor_pairs
+from pytest_torchcompile.running.snapshot import Copies, Watch
+from pytest_torchcompile.running.targets import Target
 from pytest_torchcompile.settings import Settings
 
 
@@ -50,18 +49,16 @@ class _SessionCompiles:
         self.shared = shared
         self._keys: dict[int, tuple[Callable[..., Any], Hashable]] = {}  # id -> the fn, its key
 
-    def share(self, fn: Callable[..., Any], structure: Hashable) -> None:
-        """Key `fn` (with `structure`, where a module) to the session's one compile of it, or
-        to this test alone where it has none (no session store, or a hook of its own)."""
+    def share(self, target: Target, structure: Hashable) -> None:
+        """Key `target` (with `structure`, where a module) to the session's one compile of it,
+        or to this test alone where it has none (no session store, or a hook of its own)."""
         key = None
         if self.shared is not None:
             settings = self.settings
             options = (settings.backend, settings.mode, settings.torch_dynamic, settings.fullgraph)
             compiled_as = (*options, settings.dim_marks, settings.compiled_autograd)
-            if isinstance(fn, torch.nn.Module):
-                key = key_of(fn, compiled_as, structure)
-            else:  # a module-level function: the same object in every test
-                key = (compiled_as, fn)
+            key = target.session_key(compiled_as, structure)
+        fn = target.fn
         if key is None:
             self._keys.pop(id(fn), None)
         else:
@@ -72,29 +69,22 @@ class _SessionCompiles:
         kept = self._keys.get(id(fn))
         return kept[1] if kept is not None and kept[0] is fn else None
 
-    def entry(self, fn: Callable[..., Any]) -> Compiled | None:
-        """The session's compile of `fn`, its module synced from `fn` (a module); made (and
-        compiled, in its own recompile region) where there is none or it cannot be synced.
-        None where `fn` is compiled for this test alone."""
-        key = self.key(fn)
+    def entry(self, target: Target) -> Compiled | None:
+        """The session's compile of `target`, its module synced from the target's; made (and
+        compiled, in its own recompile region) where there is none or it cannot be synced (a
+        function: once, as itself). None where `target` is compiled for this test alone."""
+        key = self.key(target.fn)
         if key is None or self.shared is None:
             return None
         kept: tuple[Compiled, dict[int, Any]] | None = self.shared.entries.get(key)
-        if not isinstance(fn, torch.nn.Module):  # a function: compiled once, as itself
-            if kept is None:
-                compiled = self.compiler.compile(fn, as_user=False)
-                kept = self.shared.entries[key] = (Compiled(fn, None, compiled), {})
-            else:
-                self.compiler.accountant.reusing = True
-            return kept[0]
         previous = None
         if kept is not None and kept[0].module_copy is not None:
             previous = (kept[0].module_copy, kept[1])
-        copied, memo, fresh = self.copies.synced(fn, previous)
+        copy, memo, fresh = target.synced(self.copies, previous)
         if not fresh and kept is not None:
             self.compiler.accountant.reusing = True
             return kept[0]
-        entry = Compiled(copied, copied, self.compiler.compile(copied, as_user=False))
+        entry = Compiled(copy.fn, copy.module, self.compiler.compile(copy, as_user=False))
         self.shared.entries[key] = (entry, memo)
         return entry
 
@@ -133,15 +123,11 @@ class CompiledSide:
         self._before_last_run = accountant.mark()  # the counts before the last `run`
         self._last_fn: Callable[..., Any] | None = None  # the callable the last `run` ran
 
-    def share(self, fn: Callable[..., Any], structure: Hashable = None) -> None:
-        """Compile `fn` as the session's one compile of it: a module (of `structure`,
+    def share(self, target: Target, structure: Hashable = None) -> None:
+        """Compile `target` as the session's one compile of it: a module (of `structure`,
         selection.module_structure) per class and structure where syncing can bring it over
         completely (shared_compiles.key_of), a function as itself; else for this test alone."""
-        self._session.share(fn, structure)
-
-    def shared_key(self, fn: Callable[..., Any]) -> Hashable | None:
-        """The session key `fn` is compiled under, or None."""
-        return self._session.key(fn)
+        self._session.share(target, structure)
 
     def forget(self) -> None:
         """Drop every compiled function and module copy (after Dynamo's cache was reset, and
@@ -161,38 +147,34 @@ class CompiledSide:
         self._compiled.pop(id(fn), None)
         return True
 
-    def entry(self, fn: Callable[..., Any]) -> Compiled:
-        """`fn`'s compiled form, as the last `run` left it."""
-        return self._compiled[id(fn)]
+    def entry(self, target: Target) -> Compiled:
+        """`target`'s compiled form, as the last `run` left it."""
+        return self._compiled[id(target.fn)]
 
-    def _compiled_for(self, fn: Callable[..., Any]) -> Compiled:
-        shared = self._session.entry(fn)
+    def _compiled_for(self, target: Target) -> Compiled:
+        fn = target.fn
+        shared = self._session.entry(target)
         if shared is not None:
             self._compiled[id(fn)] = shared
             return shared
         entry = self._compiled.get(id(fn))
-        module_copy = None
-        if isinstance(fn, torch.nn.Module):
-            module_copy, fresh = self._copies.of(fn)
-            if fresh:
-                entry = None
-        if entry is None:
-            target = module_copy if module_copy is not None else fn
-            entry = Compiled(fn, module_copy, self._compiler.compile(target, as_user=False))
+        copy, fresh = target.copied(self._copies)
+        if entry is None or fresh:
+            entry = Compiled(fn, copy.module, self._compiler.compile(copy, as_user=False))
             self._compiled[id(fn)] = entry
         return entry
 
-    def refused_by(self, fn: Callable[..., Any], exc: BaseException | None) -> str | None:
-        """The export path whose exporter refused `fn`'s program, where `exc` (what its compiled
-        run raised) is that refusal; None otherwise."""
-        entry = self._compiled.get(id(fn))
+    def refused_by(self, target: Target, exc: BaseException | None) -> str | None:
+        """The export path whose exporter refused `target`'s program, where `exc` (what its
+        compiled run raised) is that refusal; None otherwise."""
+        entry = self._compiled.get(id(target.fn))
         if entry is None or not isinstance(entry.compiled, Exported):
             return None
         return entry.compiled.refused(exc)
 
     def run(
         self,
-        fn: Callable[..., Any],
+        target: Target,
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any],
         watch: Watch,
@@ -202,16 +184,15 @@ class CompiledSide:
         copies, which show the tensors it changed. `watch` is the caller's state before the
         call, which the copies start from."""
         self._copies.afresh = False
-        self._last_fn = fn
+        self._last_fn = target.fn
         self._compiler.switch_as_compiled()
         self._before_last_run = self.accountant.mark()
-        entry = self._compiled_for(fn)
+        entry = self._compiled_for(target)
         memo = self._copies.memo_of((args, dict(kwargs)))
         # Shaped as (module, args, kwargs), so an uncopyable input is named as the input it is.
         _, compiled_args, compiled_kwargs = clone_tree((None, args, dict(kwargs)), memo)
         mark_inputs((compiled_args, compiled_kwargs), self.settings.dim_marks, (args, kwargs))
-        if isinstance(fn, torch.nn.Module) and entry.module_copy is not None:
-            memo.update(tensor_pairs(fn, entry.module_copy))
+        memo.update(target.state_pairs(entry.module_copy))
         copies = Copies(memo)
         side = self._compiler.side(
             entry.compiled, entry.module_copy, compiled_args, compiled_kwargs
@@ -227,23 +208,18 @@ class CompiledSide:
         return result, bool(watch.attributes_changed(now) or copies.rebound(now)), copies
 
     def run_control(
-        self,
-        fn: Callable[..., Any],
-        module: torch.nn.Module | None,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
+        self, target: Target, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> SideResult:
-        """The control: a call through this side's own path with no compiler, from `module`,
-        `args` and `kwargs` (a fresh copy of the call as it was; `module` is `fn`'s, where
-        `fn` is a module). Its modules are copied as the latest run's were (afresh, or a copy
-        synced from the call's), its inputs cloned into them and marked, and it runs as the
-        compiled side does, uncounted. Where it differs from eager, so would any compiler."""
-        memo = self._copies.memo_of((module, args, kwargs), self._copies.as_the_latest)
-        _, control_args, control_kwargs = clone_tree((None, args, kwargs), memo)
+        """The control: a call of `target` through this side's own path with no compiler, from
+        `args`, `kwargs` and the target's module (a fresh copy of the call as it was). Its
+        modules are copied as the latest run's were (afresh, or a copy synced from the call's),
+        its inputs cloned into them and marked, and it runs as the compiled side does,
+        uncounted. Where it differs from eager, so would any compiler."""
+        memo = self._copies.memo_of((target.module, args, kwargs), self._copies.as_the_latest)
+        module, control_args, control_kwargs = clone_tree((target.module, args, kwargs), memo)
         mark_inputs((control_args, control_kwargs), self.settings.dim_marks, (args, kwargs))
-        module_copy = memo.get(id(module)) if module is not None else None
-        target = module_copy if module_copy is not None else fn
-        side = Side(target, module_copy, control_args, control_kwargs)
+        control = target.on(module)
+        side = Side(control.fn, control.module, control_args, control_kwargs)
         return run_side(side, self.settings.compares_backward, nothing)
 
     def forget_last_run(self) -> None:
@@ -252,12 +228,12 @@ class CompiledSide:
         self.costs.compiled_uncounted(self.accountant.rollback(self._before_last_run))
 
     def run_as_user(
-        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+        self, target: Target, args: tuple[Any, ...], kwargs: Mapping[str, Any]
     ) -> SideResult | None:
         """The call compiled as the user compiles it (no fallback_random), on its own copies and
         compile cache, uncounted: judged on what random draws cannot change. None when Dynamo
         refused it for its recompile limit (that compile cache is the checker's, not the
         user's)."""
-        entry = self.entry(fn)
-        entry.as_user = self._as_user.compiled(fn, entry.as_user)
+        entry = self.entry(target)
+        entry.as_user = self._as_user.compiled(target, entry.as_user)
         return self._as_user.run(entry.as_user, args, kwargs)

@@ -23,6 +23,7 @@ from pytest_torchcompile.running import randomness
 from pytest_torchcompile.running.exported import Exported
 from pytest_torchcompile.running.shared_compiles import SharedCompiles
 from pytest_torchcompile.running.sides import Side
+from pytest_torchcompile.running.targets import Target
 from pytest_torchcompile.settings import (
     CONTROL_BACKEND,
     EXPORT_PATHS,
@@ -99,17 +100,17 @@ class Compiler:
         assert self._random_aware is not None
         return self._random_aware.user
 
-    def compile(self, target: Callable[..., Any], *, as_user: bool) -> Callable[..., Any]:
+    def compile(self, target: Target, *, as_user: bool) -> Callable[..., Any]:
         """`target` compiled by torch.compile with the counted backend (as the user compiles it:
         the user's, uncounted), or exported, on an export path; `target` itself under the
         control backend, which compiles nothing."""
         if self.settings.backend == CONTROL_BACKEND:
-            return target
+            return target.fn
         if self.settings.backend in EXPORT_PATHS:
             accountant = None if as_user else self.accountant
             return Exported(target, self.settings.backend, accountant, fallback_random=not as_user)
         return torch.compile(
-            target,
+            target.fn,
             backend=self._user_backend() if as_user else self._backend_object(),
             fullgraph=self.settings.fullgraph,
             dynamic=self.settings.torch_dynamic,

@@ -32,6 +32,7 @@ from pytest_torchcompile.counting.accounting import Accountant
 from pytest_torchcompile.counting.records import GraphRecord, RecompileRecord
 from pytest_torchcompile.running import randomness
 from pytest_torchcompile.running.state import named_inputs
+from pytest_torchcompile.running.targets import Target
 from pytest_torchcompile.running.trees import tensors
 from pytest_torchcompile.settings import EXPORT_PATHS, Settings
 
@@ -66,17 +67,6 @@ class _Scalar:
         return repr(self.value)
 
 
-class _Program(torch.nn.Module):
-    """A function as the module torch.export takes; the function's own tensors stay its own."""
-
-    def __init__(self, fn: Callable[..., Any]) -> None:
-        super().__init__()
-        self.fn = fn
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.fn(*args, **kwargs)
-
-
 class Exported:
     """A target exported (and packaged, for `aot_inductor`) once per input signature.
 
@@ -87,7 +77,7 @@ class Exported:
 
     def __init__(
         self,
-        target: Callable[..., Any],
+        target: Target,
         backend: str,
         accountant: Accountant | None,
         *,
@@ -127,10 +117,8 @@ class Exported:
         self, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> tuple[Callable[..., Any], int]:
         """The program for this signature, and the operator count of its graph."""
-        target = self.target
-        module = target if isinstance(target, torch.nn.Module) else _Program(target)
         try:
-            program = torch.export.export(module, args, kwargs=kwargs)
+            program = torch.export.export(self.target.as_module(), args, kwargs=kwargs)
         except Exception as exc:
             self.refusal = Refusal(EXPORT, exc)
             raise
@@ -174,7 +162,7 @@ class Exported:
         last, self._last = self._last, facts
         if self.accountant is None:
             return
-        frame = _label(self.target)
+        frame = self.target.label
         how = "exported whole by torch.export (no graph breaks)"
         if self.backend == "aot_inductor":
             how += ", packaged by AOTInductor"
@@ -222,14 +210,11 @@ def check_loader(package: str) -> None:
     _LOADERS_TRIED.add(device)
 
 
-def signature(
-    target: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> dict[str, Hashable]:
+def signature(target: Target, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Hashable]:
     """What an exported program is specialised on, by name: each input tensor's shape, strides,
     dtype, device and requires_grad, each other input's value, grad mode and training mode."""
     facts: dict[str, Hashable] = {"grad mode": torch.is_grad_enabled()}
-    if isinstance(target, torch.nn.Module):
-        facts["training"] = tuple(module.training for module in target.modules())
+    facts |= target.specialised_on()
     for name, value in named_inputs(args, kwargs):
         _facts(name, value, facts)
     return facts
@@ -274,18 +259,9 @@ def _shown(value: Hashable) -> str:
     return "absent" if value is None else str(value)
 
 
-def _label(target: Callable[..., Any]) -> str:
-    if isinstance(target, torch.nn.Module):
-        return f"{type(target).__name__}.forward"
-    return str(getattr(target, "__qualname__", type(target).__name__))
-
-
-def _device_index(target: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
+def _device_index(target: Target, args: tuple[Any, ...], kwargs: dict[str, Any]) -> int:
     """The CUDA device the package is loaded onto: that of the first CUDA tensor of the call."""
-    candidates = tensors((args, kwargs))
-    if isinstance(target, torch.nn.Module):
-        candidates += list(target.parameters()) + list(target.buffers())
-    for tensor in candidates:
+    for tensor in [*tensors((args, kwargs)), *target.state_tensors()]:
         if tensor.device.type == "cuda":
             index = tensor.device.index
             return index if index is not None else torch.cuda.current_device()

@@ -16,20 +16,16 @@ import torch
 
 from pytest_torchcompile.errors import UncheckableCallError
 from pytest_torchcompile.running.state import named_inputs
+from pytest_torchcompile.running.targets import Target
 from pytest_torchcompile.running.trees import containers
 
 
-def check_call(fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
-    """Refuse a call the checker cannot check before anything is copied or compiled: `fn` not
-    callable, or a meta tensor among the inputs or the parameters and buffers of the module."""
+def check_call(target: Target, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+    """Refuse a call the checker cannot check before anything is copied or compiled: a meta
+    tensor among the inputs or the parameters and buffers of the module (a callable that is
+    not one is refused as the call enters, by targets.target_of)."""
     __tracebackhide__ = True
-    if not callable(fn):
-        raise TypeError(
-            f"compile_parity expects a callable (a function or nn.Module) first, got "
-            f"{type(fn).__name__}; call it as compile_parity(model, *inputs)"
-        )
-    owned = [("the module", fn)] if isinstance(fn, torch.nn.Module) else []
-    for name, value in [*owned, *_named_leaves(named_inputs(args, kwargs))]:
+    for name, value in [*target.owned(), *_named_leaves(named_inputs(args, kwargs))]:
         where = _meta_tensor_in(value)
         if where is not None:
             raise _meta_tensor(f"{where} of {name}" if where else name)

@@ -1,8 +1,9 @@
 """What makes two calls' inputs the same program to Dynamo, and the inputs no call can be checked
 with (a tensor subclass, meta tensors, a call under symbolic tracing).
 
-The runner tells two calls of a test one kind by it (a reproduced eager re-run serves the next
-ones), and adoption's selection keys the calls it checked by it, so it lives here, below both.
+A checked call (calls.py) tells two calls of a test one kind by it (a reproduced eager re-run
+serves the next ones), and adoption's selection keys the calls it checked by it, so it lives
+here, below both.
 """
 
 from __future__ import annotations

@@ -6,11 +6,12 @@ import pytest
 import torch
 
 from pytest_torchcompile.running import exported
+from pytest_torchcompile.running.targets import ModuleTarget
 from pytest_torchcompile.settings import SettingError, Settings, apply, marker_settings
 
 
 def _recompile(before: tuple[object, ...], after: tuple[object, ...]) -> tuple[str, str]:
-    fn = torch.nn.Linear(3, 2)
+    fn = ModuleTarget(torch.nn.Linear(3, 2))
     last = exported.signature(fn, before, {})
     now = exported.signature(fn, after, {})
     record = exported.recompile_record("Linear.forward", last, now)
@@ -34,19 +35,20 @@ def test_a_re_export_is_named_by_what_changed(after, category, said):
 
 
 def test_scalars_of_equal_value_but_other_type_are_other_programs():
-    fn = torch.nn.Linear(3, 2)
+    fn = ModuleTarget(torch.nn.Linear(3, 2))
     x = torch.ones(2, 3)
     signatures = {tuple(exported.signature(fn, (x, value), {}).items()) for value in (1, 1.0, True)}
     assert len(signatures) == 3
 
 
 def test_grad_mode_and_training_mode_are_part_of_the_signature():
-    model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Dropout())
+    sequential = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Dropout())
+    model = ModuleTarget(sequential)
     x = torch.ones(2, 3)
     train = exported.signature(model, (x,), {})
     with torch.no_grad():
         no_grad = exported.signature(model, (x,), {})
-    model[1].eval()
+    sequential[1].eval()
     eval_dropout = exported.signature(model, (x,), {})
     assert train != no_grad and train != eval_dropout
     assert exported.recompile_record("m", train, no_grad)["category"] == "grad_mode"
