@@ -133,7 +133,7 @@ class _Copier:
         # is reused while the memo serves later copies (a module's copy, synced call by call).
         self.alive: list[Any] = memo.setdefault(id(memo), [])
         self.shared = _MODULE_LEVEL.view()
-        self.objects = _Objects(self)
+        self.module_names: dict[int, str] = {}  # id of a module -> its path, for messages
 
     def call(self, tree: Any) -> Any:
         """`tree` copied; a call-shaped tuple's parts named as the user knows them."""
@@ -164,7 +164,7 @@ class _Copier:
             return x
         if type(x) in (list, dict, set, tuple, frozenset):
             return self._container(x, path)
-        return self.objects.copy(x, path)
+        return _Objects(self).copy(x, path)  # made per object: held here, it would be a cycle
 
     def remember(self, x: Any, y: Any) -> Any:
         self.memo[id(x)] = y
@@ -254,7 +254,6 @@ class _Objects:
 
     def __init__(self, copier: _Copier) -> None:
         self.copier = copier
-        self._module_names: dict[int, str] = {}  # id of a module -> its path, for messages
 
     def copy(self, x: Any, path: str) -> Any:
         """An object through its own `__deepcopy__`, else the copy protocol walked here, else
@@ -339,10 +338,11 @@ class _Objects:
         """How the user knows an attribute: a module's by the path `named_modules` gives it."""
         if not isinstance(x, torch.nn.Module):
             return f"{path}.{key}"
-        owner = self._module_names.setdefault(id(x), type(x).__name__)
+        names = self.copier.module_names
+        owner = names.setdefault(id(x), type(x).__name__)
         if key == "_modules":
             for name, child in x._modules.items():
-                self._module_names.setdefault(id(child), f"{owner}.{name}")
+                names.setdefault(id(child), f"{owner}.{name}")
         return f"attribute {key!r} of module {owner!r}"
 
 
@@ -428,7 +428,7 @@ class _ModuleLevel:
 
     def __init__(self) -> None:
         self._modules: dict[str, tuple[tuple[int, ...], dict[int, Any]]] = {}
-        self._top: tuple[tuple[int, ...], dict[int, Any]] = ((), {})  # modules, what they bind
+        self._top: tuple[tuple[int, Any], dict[int, Any]] = ((0, None), {})  # _mark(), found
 
     def view(self) -> _Shared:
         """What one copy shares: the module-level objects of the modules its objects' classes
@@ -454,10 +454,10 @@ class _ModuleLevel:
     def top_level(self) -> dict[int, Any]:
         """The objects every program module binds at its top level, whatever their class (a
         sentinel `A = object()` of a test file, held by a `SimpleNamespace`), indexed again
-        whenever the modules change (one imported, or a test module imported again)."""
-        modules = tuple(map(id, list(sys.modules.values())))
-        kept, found = self._top
-        if kept == modules:
+        whenever the modules change (one imported or removed, or a test module imported again)."""
+        mark, found = self._top
+        now = _mark()
+        if now[0] == mark[0] and now[1] is mark[1]:
             return found
         found = {}
         for module in list(sys.modules.values()):
@@ -467,7 +467,7 @@ class _ModuleLevel:
             for value in list(namespace.values()):
                 if _shareable(value):
                     found[id(value)] = value
-        self._top = (modules, found)
+        self._top = (now, found)
         return found
 
 
@@ -476,15 +476,27 @@ class _Shared:
 
     def __init__(self, level: _ModuleLevel) -> None:
         self._level = level
-        self._found: dict[int, Any] = dict(level.top_level())
+        # The level's own indexes, looked into rather than merged: a copy of each would cost
+        # every copy (and every `is_shared`) time in proportion to the program's globals.
+        self._indexes: list[dict[int, Any]] = [level.top_level()]
         self._seen: set[str] = set()
 
     def holds(self, x: Any) -> bool:
         module = vars(type(x)).get("__module__")
         if isinstance(module, str) and module not in self._seen:
             self._seen.add(module)
-            self._found.update(self._level.index(module))
-        return self._found.get(id(x)) is x
+            index = self._level.index(module)
+            if index:
+                self._indexes.append(index)
+        key = id(x)
+        return any(index.get(key) is x for index in self._indexes)
+
+
+def _mark() -> tuple[int, Any]:
+    """Where `sys.modules` stands, read in constant time (every copy asks): its size and the
+    module it took last. An import, a reload or a module imported again goes in at the end, and
+    a removal changes the size; a scan of every module would cost a small check's time again."""
+    return len(sys.modules), next(reversed(sys.modules.values()), None)
 
 
 def _is_indexed(module: types.ModuleType) -> bool:

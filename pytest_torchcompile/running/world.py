@@ -194,8 +194,11 @@ class World:
         """This world with the parts one call's inputs add: the code among them (a callback),
         their generators, and the module-level objects among them, which every copy of the call
         shares (`copier.shared_objects`)."""
+        leaves = list(_leaves((args, kwargs)))
+        if all(isinstance(value, torch.Tensor) for value in leaves):
+            return World(self._found)  # tensors add nothing of the three: the walks are skipped
         walk = _Walk(self._found.copy())
-        for i, value in enumerate(_leaves((args, kwargs))):
+        for i, value in enumerate(leaves):
             walk.callable(value)
             walk.generators(value, f"input {i}")
         return World(walk.found, tuple(shared_objects((args, kwargs))))

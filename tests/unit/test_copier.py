@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import gc
+import importlib.util
+import sys
 import threading
 from typing import Any
 
@@ -147,3 +150,44 @@ def test_copying_never_changes_the_original_even_where_its_copy_protocol_does() 
 def test_a_top_level_sentinel_of_a_module_is_shared_whatever_its_class() -> None:
     holder = Holder(SENTINEL)  # `object()`: its class is no module's
     assert clone_tree(holder).held[0] is SENTINEL
+
+
+def _import_sentinel_module(path: Any, name: str) -> Any:
+    path.write_text("SENTINEL = object()\n")
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_module_imported_or_imported_again_after_a_copy_has_its_sentinels_shared(
+    tmp_path: Any,
+) -> None:
+    clone_tree(Holder(SENTINEL))  # the modules as they stand are indexed
+    name = "copier_sentinels_module"
+    try:
+        first = _import_sentinel_module(tmp_path / f"{name}.py", name)
+        assert clone_tree(Holder(first.SENTINEL)).held[0] is first.SENTINEL
+        del sys.modules[name]
+        again = _import_sentinel_module(tmp_path / f"{name}.py", name)
+        assert again.SENTINEL is not first.SENTINEL
+        assert clone_tree(Holder(again.SENTINEL)).held[0] is again.SENTINEL
+    finally:
+        sys.modules.pop(name, None)
+
+
+def test_a_copy_leaves_no_reference_cycle_behind() -> None:
+    """The copies a check makes are freed when the check drops them, not at the next garbage
+    collection (which a check's fixed cost would pay for, and the tensors' memory wait on)."""
+    tree = (Holder(Config(), torch.ones(3)), Cache(torch.ones(2), torch.zeros(2)))
+    clone_tree(tree)  # the module-level index built, as before a warm check
+    while gc.collect():  # what earlier tests left, and what freeing it leaves
+        pass
+    gc.disable()
+    try:
+        clone_tree(tree)
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
