@@ -219,6 +219,18 @@ def wrong_for_half_precision(gm: torch.fx.GraphModule, example_inputs: Sequence[
     return _wrong_when(gm, lambda t: t.dtype in (torch.float16, torch.bfloat16))
 
 
+def wrong_for_half_outputs(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """Wrong where an output is float16 or bfloat16: under autocast, a float32 call's matmuls
+    come out in half precision, and this kernel gets them wrong."""
+    half = (torch.float16, torch.bfloat16)
+
+    def run(*args: Any) -> Any:
+        outs = _as_list(gm(*args))
+        return [_skewed(o) if isinstance(o, torch.Tensor) and o.dtype in half else o for o in outs]
+
+    return run
+
+
 def wrong_for_non_finite(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
     """Wrong when an input holds NaN or an infinity: fast-math that assumes finite values."""
     return _wrong_when(
@@ -448,6 +460,24 @@ def compute_half_in_float32(gm: torch.fx.GraphModule, example_inputs: Sequence[A
             out.to(low) if isinstance(out, torch.Tensor) and out.dtype == torch.float32 else out
             for out in _as_list(gm(*wide))
         ]
+
+    return run
+
+
+def half_in_float32_one_whole_number_off(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Compiled:
+    """Planted: compute_half_in_float32, with the first element of every integer output one
+    more than it should be (a wrong code among codes that Inductor's wider arithmetic moves
+    rightly)."""
+    correct = compute_half_in_float32(gm, example_inputs)
+
+    def run(*args: Any) -> Any:
+        outs = _as_list(correct(*args))
+        for out in outs:
+            if isinstance(out, torch.Tensor) and out.dtype in (torch.int32, torch.int64):
+                out.view(-1)[0] += 1
+        return outs
 
     return run
 

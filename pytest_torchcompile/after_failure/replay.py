@@ -45,7 +45,8 @@ def replay(calls: list[Call], settings: Settings, *, examples: bool = False) -> 
             for number, call in enumerate(copies, 1):
                 call.rng.restore()
                 try:
-                    checker.check(call.fn, call.args, call.kwargs)
+                    with call.modes.entered():
+                        checker.check(call.fn, call.args, call.kwargs)
                 except ParityError as exc:
                     return Divergence(number, str(exc))
                 except Exception:  # raised alike on both sides, or a budget verdict

@@ -37,7 +37,7 @@ from pytest_torchcompile.after_failure.standins import (
     resolve,
 )
 from pytest_torchcompile.running import randomness
-from pytest_torchcompile.running.recorder import Call
+from pytest_torchcompile.running.recorder import Call, Modes
 from pytest_torchcompile.settings import MARKER_KEYS, Settings, apply
 from pytest_torchcompile.tensor_text import describe
 
@@ -74,6 +74,7 @@ def write_repro(
             "kwargs": saver.save(call.kwargs, f"the keyword inputs of checker call {number}"),
             "rng": call.rng,
             "example": call.example,
+            "modes": call.modes,
         }
         for number, call in enumerate(calls, 1)
     ]
@@ -241,7 +242,8 @@ def _listing(calls: list[Call]) -> str:
         name = getattr(call.fn, "__qualname__", None) or type(call.fn).__qualname__
         inputs = [shown(a) for a in call.args] + [f"{k}={shown(v)}" for k, v in call.kwargs.items()]
         example = f"  (Hypothesis example {call.example})" if call.example else ""
-        lines.append(f"  {number}. {name}({', '.join(inputs)}){example}")
+        modes = f" under {call.modes}" if str(call.modes) else ""
+        lines.append(f"  {number}. {name}({', '.join(inputs)}){modes}{example}")
     if len(calls) > _LISTED:
         lines.append(f"  ... and {len(calls) - _LISTED} more")
     return "Calls:\n" + "\n".join(lines)
@@ -600,6 +602,7 @@ def run_repro(
             kwargs=entry["kwargs"],
             rng=entry["rng"],
             example=entry["example"],
+            modes=entry.get("modes", Modes()),
         )
         for entry in resolved_calls
     ]

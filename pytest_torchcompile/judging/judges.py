@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+import torch
 from torch import Tensor
 
 from pytest_torchcompile.judging import rules
@@ -101,12 +102,38 @@ class Case:
     where: Callable[[Tensor], Tensor] = lambda t: t
 
     @functools.cached_property
+    def whole_from_floats(self) -> bool:
+        """An integer or bool leaf computed from floating values (a quantizer's codes, the floor
+        of a bfloat16 value): its float64 reference's whole numbers differ from eager's, so
+        eager's own carry eager's rounding. Such a leaf is judged as a floating one, by the
+        rules' boundaries (compiled is wrong where eager matches the reference and compiled
+        does not); where the reference agrees with eager, whole numbers are exact. Asked only
+        of a leaf outside the plain tolerance: it runs the reference."""
+        if is_inexact(self.eager) or not self.evidence.reference_given:
+            return False
+        eager = self.where(self.eager)
+        r, _ = self.evidence.reference(self.name, eager)
+        if r is None or is_inexact(r):
+            return False
+        return bool((r.to(torch.float64) != eager.to(torch.float64)).any())
+
+    @functools.cached_property
     def e(self) -> Tensor:
-        return self.where(self.eager)
+        e = self.where(self.eager)
+        return e.to(torch.float64) if self.whole_from_floats else e
 
     @functools.cached_property
     def c(self) -> Tensor:
-        return self.where(self.compiled)
+        c = self.where(self.compiled)
+        return c.to(torch.float64) if self.whole_from_floats else c
+
+    @functools.cached_property
+    def reruns(self) -> Evidence:
+        """The evidence as the judges consult it: for whole numbers judged as floats, asked
+        with eager's own leaf and answering in float64."""
+        if self.whole_from_floats:
+            return _Widened(self.evidence, self.where(self.eager))
+        return self.evidence
 
     @functools.cached_property
     def plain(self) -> Scan:
@@ -115,7 +142,56 @@ class Case:
 
     @property
     def exact(self) -> bool:
-        return not is_inexact(self.eager)
+        return not is_inexact(self.eager) and not self.whole_from_floats
+
+
+@dataclass(frozen=True)
+class _Widened:
+    """The evidence of a whole-number leaf judged as a floating one (`Case.whole_from_floats`):
+    the re-runs are asked with the leaf as eager holds it, and their leaves come back in
+    float64. Row samples stand for floating leaves only."""
+
+    inner: Evidence
+    eager: Tensor  # the leaf in eager's own dtype
+
+    @property
+    def reference_given(self) -> bool:
+        return self.inner.reference_given
+
+    @property
+    def noise_given(self) -> bool:
+        return self.inner.noise_given
+
+    def reproduction(self, name: str, e: Tensor) -> Reproduction:
+        return self.inner.reproduction(name, self.eager)
+
+    def reference(self, name: str, e: Tensor) -> tuple[Tensor | None, str]:
+        r, why_not = self.inner.reference(name, self.eager)
+        return _wide(r), why_not
+
+    def noise(self, name: str, e: Tensor, *, mirrored: bool) -> Noise | None:
+        sample = self.inner.noise(name, self.eager, mirrored=mirrored)
+        if sample is None:
+            return None
+        return Noise(_wide(sample.noisy), _wide(sample.base), sample.raised)
+
+    def noise_rows(self, name: str, e: Tensor, c: Tensor) -> RowSample | None:
+        return None
+
+    def spread_samples(self, name: str, e: Tensor) -> list[Tensor] | None:
+        samples = self.inner.spread_samples(name, self.eager)
+        return None if samples is None else [t.to(torch.float64) for t in samples]
+
+    def late_samples(self, name: str, e: Tensor) -> tuple[list[Tensor], str]:
+        samples, how = self.inner.late_samples(name, self.eager)
+        return [t.to(torch.float64) for t in samples], how
+
+    def alerted(self) -> bool:
+        return self.inner.alerted()
+
+
+def _wide(t: Tensor | None) -> Tensor | None:
+    return None if t is None else t.to(torch.float64)
 
 
 Judge = Callable[[Case, Outcome], Outcome | None]
@@ -126,7 +202,8 @@ Judge = Callable[[Case, Outcome], Outcome | None]
 
 def assert_close(case: Case, _: Outcome) -> Outcome | None:
     """Rule 1: assert_close's tolerance with the reduction-order noise floor; values and
-    metadata. Integers and bools are exact, and no later rule excuses them."""
+    metadata. Integers and bools are exact, and no later rule excuses them, unless they are
+    whole numbers computed from floating values (`Case.whole_from_floats`)."""
     largest = None if case.problems else case.within_tolerance()
     if largest is not None:
         return Outcome(Verdict.PASSED, "assert_close", largest=largest)
@@ -141,7 +218,7 @@ def float64_reference(case: Case, so_far: Outcome) -> Outcome | None:
     re-run reproduces eager."""
     if case.exact or so_far.final or not case.evidence.reference_given:
         return None
-    reproduced = case.evidence.reproduction(case.name, case.e)
+    reproduced = case.reruns.reproduction(case.name, case.e)
     if reproduced.kind == "differs":
         return None  # eager varies here: the run-to-run spread judges it
     assert so_far.scan is not None
@@ -151,7 +228,7 @@ def float64_reference(case: Case, so_far: Outcome) -> Outcome | None:
             f"re-run: {reproduced.how}."
         )
         return Outcome(Verdict.FAILED, rules.REFERENCE, so_far.scan, (line,))
-    r, why_not = case.evidence.reference(case.name, case.e)
+    r, why_not = case.reruns.reference(case.name, case.e)
     if r is None:
         line = f"  No float64 reference here ({why_not}): judged by the plain tolerance."
         return Outcome(Verdict.FAILED, rules.REFERENCE, so_far.scan, (line,))
@@ -172,21 +249,21 @@ def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
     scan = so_far.scan
     if case.exact or so_far.final or not case.evidence.noise_given or scan is None:
         return None
-    if case.evidence.reproduction(case.name, case.e).kind != "reproduced":
+    if case.reruns.reproduction(case.name, case.e).kind != "reproduced":
         return None
     placed = scan.mismatched - scan.value_mismatches
     if placed and placed != rules.compiled_overflows(case.e, case.c):
         # NaN/inf placement of another kind (eager non-finite, NaN against inf): never noise
         wrong = so_far.boundaries.wrong > 0
         return Outcome(Verdict.FAILED, rules.NOISE, scan, final=True) if wrong else None
-    rows = case.evidence.noise_rows(case.name, case.e, case.c)
+    rows = case.reruns.noise_rows(case.name, case.e, case.c)
     if rows is not None and (on_rows := _on_rows(case, so_far, rows)) is not None:
         return on_rows
     lines: list[str] = []
     unexcused = so_far.boundaries.wrong  # where no sample judges them, they stand
     explained: Tensor | None = None  # boundary elements the first sample explained
     for mirrored in (False, True):
-        sample = case.evidence.noise(case.name, case.e, mirrored=mirrored)
+        sample = case.reruns.noise(case.name, case.e, mirrored=mirrored)
         if sample is None:
             continue
         if sample.raised:
@@ -245,11 +322,11 @@ def run_to_run_spread(case: Case, so_far: Outcome) -> Outcome | None:
     eager run: where eager varies, that is what compiled is held to. Metadata it cannot excuse."""
     if case.problems:
         return None
-    reproduced = case.evidence.reproduction(case.name, case.e)
+    reproduced = case.reruns.reproduction(case.name, case.e)
     if reproduced.kind == "unavailable" or (case.exact and reproduced.kind != "differs"):
         return None
     if reproduced.kind == "differs":
-        samples = None if case.exact else case.evidence.spread_samples(case.name, case.e)
+        samples = None if case.exact else case.reruns.spread_samples(case.name, case.e)
         how = reproduced.how
         if samples is None:  # an integer leaf, or no third run: nothing to hold compiled to
             line = f"  {rules.nondeterministic_text(how)}"
@@ -261,9 +338,9 @@ def run_to_run_spread(case: Case, so_far: Outcome) -> Outcome | None:
                 final=True,
                 nondeterministic=True,
             )
-        alerted: Callable[[], bool] = case.evidence.alerted
+        alerted: Callable[[], bool] = case.reruns.alerted
     else:
-        samples, how = case.evidence.late_samples(case.name, case.e)
+        samples, how = case.reruns.late_samples(case.name, case.e)
         if not samples:
             return None
         alerted = _no_alert
@@ -331,7 +408,7 @@ def _largest(plain: Scan) -> tuple[float, float]:
 
 
 def _eager_varies(case: Case) -> bool:
-    return case.evidence.reproduction(case.name, case.e).kind == "differs"
+    return case.reruns.reproduction(case.name, case.e).kind == "differs"
 
 
 def _no_alert() -> bool:
@@ -351,7 +428,16 @@ def _outside(case: Case, plain: Scan) -> str:
             + num(plain.abs_bad.value)
             + (f", and {where}" if where else "")
         )
-    return f"{case.name}: outside assert_close's tolerance at {where} of {plain.numel} element(s)"
+    whole = (
+        " (whole numbers computed from floating values: eager's own differ from the float64 "
+        "reference's)"
+        if case.whole_from_floats
+        else ""
+    )
+    return (
+        f"{case.name}: outside assert_close's tolerance at {where} of {plain.numel} "
+        f"element(s){whole}"
+    )
 
 
 def _reference_note(case: Case, verdict: Scan, r: Tensor) -> str:

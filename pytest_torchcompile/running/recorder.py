@@ -8,8 +8,9 @@ work: the stage bisect and artifacts (triage.py) and the standalone repro (repro
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Hashable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -18,10 +19,50 @@ from pytest_torchcompile.running.copier import clone_tree
 from pytest_torchcompile.running.trees import leaves
 from pytest_torchcompile.running.world import RngState
 
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True)
+class Modes:
+    """The modes a call ran under, which its replay enters again: grad mode, and autocast where
+    it was on (a bfloat16 autocast region changes what a call computes: a replay without it is
+    another program)."""
+
+    grad: bool = True
+    autocast: tuple[tuple[str, torch.dtype], ...] = ()  # (device type, dtype) where enabled
+
+    @classmethod
+    def capture(cls) -> Modes:
+        return cls(
+            torch.is_grad_enabled(),
+            tuple(
+                (device, torch.get_autocast_dtype(device))
+                for device in _AUTOCAST_DEVICES
+                if torch.is_autocast_enabled(device)
+            ),
+        )
+
+    @contextlib.contextmanager
+    def entered(self) -> Iterator[None]:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(torch.set_grad_enabled(self.grad))
+            for device in _AUTOCAST_DEVICES:
+                dtype = dict(self.autocast).get(device)
+                if dtype is not None:
+                    stack.enter_context(torch.autocast(device, dtype=dtype))
+                elif torch.is_autocast_enabled(device):
+                    stack.enter_context(torch.autocast(device, enabled=False))
+            yield
+
+    def __str__(self) -> str:
+        shown = [f"autocast({device!r}, dtype={dtype})" for device, dtype in self.autocast]
+        return ", ".join(([] if self.grad else ["torch.no_grad()"]) + shown)
+
 
 @dataclass
 class Call:
-    """One checker call as it started: the callable, copies of its inputs, the RNG state."""
+    """One checker call as it started: the callable, copies of its inputs, the RNG state and
+    the modes it ran under."""
 
     fn: Any
     args: tuple[Any, ...]
@@ -30,6 +71,7 @@ class Call:
     example: int  # the Hypothesis example it belongs to (0 outside Hypothesis)
     diverged: bool = False  # the check raised ParityError
     note: str = ""  # what its message said about a setting the checker chose (fallback_random)
+    modes: Modes = field(default_factory=Modes)
 
 
 class Recorder:
@@ -65,7 +107,14 @@ class Recorder:
             if id(leaf) not in self._modules:
                 self._modules[id(leaf)] = (leaf, memo[id(leaf)])
         self.calls.append(
-            Call(fn_copy, args_copy, kwargs_copy, RngState.capture(), self._current_example())
+            Call(
+                fn_copy,
+                args_copy,
+                kwargs_copy,
+                RngState.capture(),
+                self._current_example(),
+                modes=Modes.capture(),
+            )
         )
 
     def diverged(self, note: str = "") -> None:

@@ -52,7 +52,11 @@ def _accumulates(dtype: torch.dtype) -> torch.dtype:
 
 
 def _moved(
-    t: torch.Tensor, salt: int, terms: float, opposite: bool = False, magnitude: float = 0.0
+    t: torch.Tensor,
+    salt: int,
+    terms: float,
+    opposite: bool = False,
+    magnitude: float | torch.Tensor = 0.0,
 ) -> torch.Tensor:
     """`t` with each element shifted up or down (by a hash of its value; the other way where
     `opposite`) and rounded back to its dtype: by one unit of its own precision, or for a sum of
@@ -60,7 +64,8 @@ def _moved(
     for float16 and bfloat16), the random-walk error of another summation order, if that is
     more. That error scales with the partial sums, not with the result: where terms of up to
     `magnitude` cancel (a sum of +-1e307 that leaves 1e3), the shift is that many units of
-    `magnitude` where that is more than of the result."""
+    `magnitude` where that is more than of the result (`magnitude`: one number, or one per
+    element of `t`)."""
     wide = t.detach().to(torch.float64)
     bits = wide.view(torch.int64)
     # In place where it can be: on a large result each fresh buffer costs as much as the op.
@@ -72,14 +77,15 @@ def _moved(
         sign.neg_()
     accumulates = _accumulates(t.dtype)
     shift = max(torch.finfo(t.dtype).eps, torch.finfo(accumulates).eps * math.sqrt(terms))
-    if terms > 1 and magnitude > 0:
-        step = torch.maximum(wide.abs() * shift, torch.tensor(magnitude * shift, dtype=wide.dtype))
+    scale = torch.as_tensor(magnitude, dtype=wide.dtype, device=wide.device)
+    if terms > 1 and bool((scale > 0).any()):
+        step = torch.maximum(wide.abs() * shift, scale * shift)
         step = torch.where(torch.isfinite(wide), step, 0.0)  # inf - inf would make a NaN
         return (wide + sign * step).to(t.dtype)
     return sign.mul_(shift).add_(1).mul_(wide).to(t.dtype)  # wide * (1 + sign * shift)
 
 
-def _absorbs(result: torch.Tensor, magnitude: float) -> torch.Tensor:
+def _absorbs(result: torch.Tensor, magnitude: float | torch.Tensor) -> torch.Tensor:
     """Where a plain sum's terms are so large that one unit of the largest, in the precision it
     accumulates in, is more than one unit of the result: there a partial sum holding a large
     term absorbs small ones, so that another order leaves another result, however exactly the
@@ -130,6 +136,33 @@ def _magnitude(tensors: list[torch.Tensor]) -> float:
     """The largest finite magnitude among `tensors`' elements (0 where there is none)."""
     finite = [t.detach().abs()[torch.isfinite(t)] for t in tensors if t.numel()]
     return max((float(f.max()) for f in finite if f.numel()), default=0.0)
+
+
+def _term_magnitudes(
+    args: tuple[Any, ...], kwargs: dict[str, Any], inputs: list[torch.Tensor]
+) -> float | torch.Tensor:
+    """The scale of a plain sum's partial sums: for each result element, the largest finite
+    magnitude among its own terms (a row of exact zeros beside a row of +-800 is not moved by
+    that row's scale), where the summed dimensions can be read from the arguments
+    (sum/nansum/mean over `dim`); the inputs' largest otherwise."""
+    overall = _magnitude([t for t in inputs if t.layout == torch.strided])
+    source = args[0] if args else None
+    dim = args[1] if len(args) > 1 else kwargs.get("dim")
+    keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
+    dims = [dim] if isinstance(dim, int) else dim
+    if (
+        not isinstance(source, torch.Tensor)
+        or source.layout != torch.strided
+        or not source.numel()
+        or not isinstance(dims, list | tuple)
+        or not dims
+        or not all(isinstance(d, int) for d in dims)
+        or not isinstance(keepdim, bool)
+    ):
+        return overall
+    wide = source.detach().abs().to(torch.float64)
+    wide = torch.where(torch.isfinite(wide), wide, 0.0)
+    return torch.amax(wide, dim=list(dims), keepdim=keepdim)
 
 
 def _widened(value: Any) -> Any:
@@ -208,7 +241,7 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
         largest = 1 if selects else max(t.numel() for t in inputs)
         results = list(result) if isinstance(result, tuple | list) else [result]
         exact = _exact_in_float64(func, args, kwargs, results)
-        magnitude: list[float] = []  # the inputs' largest, measured once where a result sums
+        magnitude: list[float | torch.Tensor] = []  # the terms' scale, where a result sums
 
         def move(value: Any, exact: torch.Tensor | None) -> Any:
             if (
@@ -219,10 +252,12 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
             ):
                 terms = max(1.0, largest / value.numel())
                 if terms > 1 and name in _SUMS and not magnitude:
-                    magnitude.append(_magnitude([t for t in inputs if t.layout == torch.strided]))
+                    magnitude.append(_term_magnitudes(args, kwargs, inputs))
                 scale = magnitude[0] if magnitude else 0.0
+                if isinstance(scale, torch.Tensor) and scale.shape != value.shape:
+                    scale = _magnitude([t for t in inputs if t.layout == torch.strided])
                 moved = _moved(value, salt, terms, self.opposite, scale)
-                if exact is not None and scale:
+                if exact is not None and bool((torch.as_tensor(scale) > 0).any()):
                     exact = exact & ~_absorbs(value, scale)
                 return moved if exact is None else torch.where(exact, value, moved)
             return value

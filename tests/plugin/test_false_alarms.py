@@ -366,3 +366,41 @@ def test_a_near_constant_channel_normalised_by_batchnorm_is_noise(pytester):
         """
     )
     pytester.runpytest("--compile-backend=inductor").assert_outcomes(passed=1)
+
+
+# A quantizer's codes from bfloat16 values (vector-quantize's finite scalar quantizers): eager
+# rounds each product and the sum to bfloat16 (spacing 2 from 256, 4 from 512), Inductor keeps
+# them in float32 and gets the exact code the float64 reference gets.
+CODES = """
+import pytest, torch
+
+LEVELS = torch.tensor([8, 5, 5, 5])
+BASIS = torch.tensor([1, 8, 40, 200], dtype=torch.int32)
+
+def codes(z):
+    levels = (z.sigmoid().clamp_max(0.999) * LEVELS).floor()
+    return (levels * BASIS).sum(-1).to(torch.int32)
+
+@pytest.mark.compile_parity(backward=False)
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
+def test_codes(compile_parity, dtype):
+    z = torch.linspace(-3, 3, 64 * 4).reshape(64, 4)[:, [3, 1, 2, 0]].to(dtype)
+    compile_parity(codes, z)
+"""
+
+
+def test_whole_numbers_eager_rounds_and_compiled_computes_exactly_pass_with_a_note(pytester):
+    pytester.makepyfile(CODES)
+    result = pytester.runpytest("--compile-backend=planted:compute_half_in_float32", "-rA")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*output: outside assert_close's tolerance*(whole numbers computed from floating values*"]
+    )
+
+
+def test_a_wrong_whole_number_among_codes_eager_rounds_is_caught(pytester):
+    # The first code is below 256: eager's is exact there, and compiled's is one off.
+    pytester.makepyfile(CODES)
+    result = pytester.runpytest("--compile-backend=planted:half_in_float32_one_whole_number_off")
+    result.assert_outcomes(failed=2)
+    result.stdout.fnmatch_lines(["FAILED *test_codes[[]bf16[]]*", "FAILED *test_codes[[]f32[]]*"])

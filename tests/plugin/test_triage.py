@@ -232,6 +232,32 @@ def test_the_repro_replays_the_whole_sequence_from_an_empty_directory(pytester, 
     assert "planted.py" in copied  # the custom backend's module travels with the repro
 
 
+def test_a_call_under_autocast_is_replayed_under_it(pytester, tmp_path):
+    # float32 inputs, bfloat16 matmul under autocast: the planted kernel is wrong only there, so
+    # a replay outside autocast would agree and find no stage.
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.compile_parity(backward=False)
+        def test_autocast(compile_parity):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                compile_parity(lambda z: (z @ z.T).sigmoid(), torch.randn(8, 4))
+        """
+    )
+    result = pytester.runpytest(
+        "--compile-backend=planted:wrong_for_half_outputs", "--compile-report=r.json"
+    )
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines([f"E * {ALL_STAGES}planted:wrong_for_half_outputs diverges"])
+    [entry] = json.loads((pytester.path / "r.json").read_text())["tests"].values()
+    repro = Path(entry["repro"])
+    assert "under autocast('cpu', dtype=torch.bfloat16)" in repro.read_text()
+    done = run_copied(repro.parent, tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "the bug is present" in done.stdout
+
+
 def test_the_saved_inputs_keep_strides_offsets_aliasing_and_requires_grad(pytester):
     pytester.makepyfile(
         """
