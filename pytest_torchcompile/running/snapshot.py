@@ -196,6 +196,11 @@ def _sync_tensors(src: torch.nn.Module, dst: torch.nn.Module) -> None:
                 continue
             if tensor.shape != other.shape or tensor.dtype != other.dtype:
                 raise Restructured
+            if other is tensor:
+                # The copy holds the program's own tensor (a module that takes its parameter
+                # from a store each call, as Pyro's do): nothing to sync, and writing it would
+                # bump its version under the test's autograd graph.
+                continue
             other.copy_(tensor)
             other.requires_grad_(tensor.requires_grad)
             if isinstance(tensor, torch.nn.Parameter):

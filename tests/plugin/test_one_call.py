@@ -278,3 +278,35 @@ def test_finding_functions_never_runs_a_lazy_loader_or_a_module_getattr(pytester
     result.stdout.no_fnmatch_line("*finding functions ran*")
     report = _run(pytester, "none", "--compile-parity-functions=lazylib", "-rA")
     report.stdout.fnmatch_lines(["*lazylib.made_on_first_use: not classified*"])
+
+
+# A module that takes its parameter from a store each call, as Pyro's modules take theirs from
+# the parameter store: the checker's long-lived copy then holds the test's own tensor, and
+# syncing it into itself would bump its version under the test's autograd graph.
+STORE = """
+import torch
+
+STORE = {}
+
+class FromStore(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.ones(3, dtype=torch.float64))
+        STORE["w"] = self.w
+
+    def forward(self, x):
+        self._parameters["w"] = STORE["w"]
+        return x * self.w
+
+def test_two_calls_then_one_backward():
+    model, x = FromStore(), torch.ones(3, dtype=torch.float64, requires_grad=True)
+    total = model(x).sum() + model(torch.ones(2, 3, dtype=torch.float64)).sum()
+    total.backward()
+    assert model.w.grad.tolist() == [3.0, 3.0, 3.0]
+"""
+
+
+@pytest.mark.parametrize("backend", ["none", "aot_eager"])
+def test_a_copy_holding_the_tests_own_tensor_leaves_it_unwritten(pytester, backend):
+    pytester.makepyfile(test_suite=STORE)
+    _run(pytester, backend).assert_outcomes(passed=1)
