@@ -77,12 +77,17 @@ def _moved(
         sign.neg_()
     accumulates = _accumulates(t.dtype)
     shift = max(torch.finfo(t.dtype).eps, torch.finfo(accumulates).eps * math.sqrt(terms))
-    scale = torch.as_tensor(magnitude, dtype=wide.dtype, device=wide.device)
-    if terms > 1 and bool((scale > 0).any()):
+    if terms > 1 and _positive(magnitude):
+        scale = torch.as_tensor(magnitude, dtype=wide.dtype, device=wide.device)
         step = torch.maximum(wide.abs() * shift, scale * shift)
         step = torch.where(torch.isfinite(wide), step, 0.0)  # inf - inf would make a NaN
         return (wide + sign * step).to(t.dtype)
     return sign.mul_(shift).add_(1).mul_(wide).to(t.dtype)  # wide * (1 + sign * shift)
+
+
+def _positive(magnitude: float | torch.Tensor) -> bool:
+    """Whether a sum's scale is above 0 anywhere (one number, or one per element)."""
+    return bool((torch.as_tensor(magnitude) > 0).any())
 
 
 def _absorbs(result: torch.Tensor, magnitude: float | torch.Tensor) -> torch.Tensor:
@@ -138,14 +143,11 @@ def _magnitude(tensors: list[torch.Tensor]) -> float:
     return max((float(f.max()) for f in finite if f.numel()), default=0.0)
 
 
-def _term_magnitudes(
-    args: tuple[Any, ...], kwargs: dict[str, Any], inputs: list[torch.Tensor]
-) -> float | torch.Tensor:
-    """The scale of a plain sum's partial sums: for each result element, the largest finite
+def _term_magnitudes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor | None:
+    """The scale of a plain sum's partial sums, one per result element: the largest finite
     magnitude among its own terms (a row of exact zeros beside a row of +-800 is not moved by
-    that row's scale), where the summed dimensions can be read from the arguments
-    (sum/nansum/mean over `dim`); the inputs' largest otherwise."""
-    overall = _magnitude([t for t in inputs if t.layout == torch.strided])
+    that row's scale); None where the summed dimensions cannot be read from the arguments
+    (sum/nansum/mean over `dim`)."""
     source = args[0] if args else None
     dim = args[1] if len(args) > 1 else kwargs.get("dim")
     keepdim = args[2] if len(args) > 2 else kwargs.get("keepdim", False)
@@ -159,7 +161,7 @@ def _term_magnitudes(
         or not all(isinstance(d, int) for d in dims)
         or not isinstance(keepdim, bool)
     ):
-        return overall
+        return None
     wide = source.detach().abs().to(torch.float64)
     wide = torch.where(torch.isfinite(wide), wide, 0.0)
     return torch.amax(wide, dim=list(dims), keepdim=keepdim)
@@ -252,12 +254,16 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
             ):
                 terms = max(1.0, largest / value.numel())
                 if terms > 1 and name in _SUMS and not magnitude:
-                    magnitude.append(_term_magnitudes(args, kwargs, inputs))
+                    own = _term_magnitudes(args, kwargs)
+                    if own is not None and own.shape == value.shape:
+                        magnitude.append(own)
+                    else:  # the inputs' largest
+                        magnitude.append(
+                            _magnitude([t for t in inputs if t.layout == torch.strided])
+                        )
                 scale = magnitude[0] if magnitude else 0.0
-                if isinstance(scale, torch.Tensor) and scale.shape != value.shape:
-                    scale = _magnitude([t for t in inputs if t.layout == torch.strided])
                 moved = _moved(value, salt, terms, self.opposite, scale)
-                if exact is not None and bool((torch.as_tensor(scale) > 0).any()):
+                if exact is not None and _positive(scale):
                     exact = exact & ~_absorbs(value, scale)
                 return moved if exact is None else torch.where(exact, value, moved)
             return value
