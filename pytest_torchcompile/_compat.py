@@ -330,6 +330,14 @@ def version_counter(tensor: torch.Tensor) -> int | None:
         return None
 
 
+def dict_version(mapping: dict[Any, Any]) -> int | None:
+    """A number that changes whenever `mapping` is changed (an item set, replaced or removed),
+    read in constant time: Dynamo's own dict-version guard (CPython's version tag, a dict
+    watcher on 3.12+). None where this torch has none."""
+    read = getattr(torch._C._dynamo.guards, "dict_version", None)
+    return None if read is None else int(read(mapping))
+
+
 @dataclasses.dataclass(frozen=True)
 class ProcessSwitches:
     """What a check may switch for the whole process, as it was: captured before a check, put

@@ -442,6 +442,51 @@ def wrong_under_no_grad(gm: torch.fx.GraphModule, example_inputs: Sequence[Any])
     return _wrong_when(gm, lambda t: True)
 
 
+# --- outputs that are one object on one side only (issue 50) ---
+
+
+def _repeats(outs: list[Any]) -> Iterator[tuple[int, int]]:
+    """(i, j) for each output j equal to an earlier output i: same metadata, same values."""
+    for j, out in enumerate(outs):
+        for i in range(j):
+            first = outs[i]
+            if (
+                isinstance(out, torch.Tensor)
+                and isinstance(first, torch.Tensor)
+                and (out.shape, out.stride(), out.dtype)
+                == (first.shape, first.stride(), first.dtype)
+                and torch.equal(out, first)
+            ):
+                yield i, j
+                break
+
+
+def one_object_for_equal_outputs(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Compiled:
+    """Right, but two equal outputs come back as one object (as Inductor may return them)."""
+
+    def run(*args: Any) -> Any:
+        outs = _as_list(gm(*args))
+        for i, j in list(_repeats(outs)):
+            outs[j] = outs[i]
+        return outs
+
+    return run
+
+
+def corrupt_repeated_output(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> Compiled:
+    """An output equal to an earlier one comes back skewed, the earlier one right."""
+
+    def run(*args: Any) -> Any:
+        outs = _as_list(gm(*args))
+        for _, j in list(_repeats(outs)):
+            outs[j] = _skewed(outs[j])
+        return outs
+
+    return run
+
+
 # --- correct backends that differ from eager the way a real compiler may (issue 10) ---
 
 

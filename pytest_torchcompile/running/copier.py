@@ -35,7 +35,7 @@ from typing import Any
 
 import torch
 
-from pytest_torchcompile import _paths
+from pytest_torchcompile import _compat, _paths
 from pytest_torchcompile.errors import UncopyableInputError
 from pytest_torchcompile.running.trees import object_attributes, set_attributes, static_dict
 
@@ -80,8 +80,9 @@ def clone_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
 
 
 def is_atomic(x: Any) -> bool:
-    """Whether every copy holds `x` itself: immutable values, classes, functions, modules."""
-    return type(x) in _ATOMIC or isinstance(x, type)
+    """Whether every copy holds `x` itself: immutable values, classes, functions, modules (a
+    lazy module's class, such as transformers' `_LazyModule`, is a subclass of the module's)."""
+    return type(x) in _ATOMIC or isinstance(x, (type, types.ModuleType))
 
 
 def is_shared(x: Any) -> bool:
@@ -428,7 +429,7 @@ class _ModuleLevel:
 
     def __init__(self) -> None:
         self._modules: dict[str, tuple[tuple[int, ...], dict[int, Any]]] = {}
-        self._top: tuple[tuple[int, Any], dict[int, Any]] = ((0, None), {})  # _mark(), found
+        self._top: tuple[Any, dict[int, Any]] = (None, {})  # _mark(), found
 
     def view(self) -> _Shared:
         """What one copy shares: the module-level objects of the modules its objects' classes
@@ -454,14 +455,19 @@ class _ModuleLevel:
     def top_level(self) -> dict[int, Any]:
         """The objects every program module binds at its top level, whatever their class (a
         sentinel `A = object()` of a test file, held by a `SimpleNamespace`), indexed again
-        whenever the modules change (one imported or removed, or a test module imported again)."""
+        whenever the modules change (one imported, removed or put in another's place). A stand-in
+        that is no module (`monkeypatch.setitem(sys.modules, "x", fake)`) is shared itself."""
         mark, found = self._top
         now = _mark()
-        if now[0] == mark[0] and now[1] is mark[1]:
+        if now == mark:
             return found
         found = {}
         for module in list(sys.modules.values()):
-            namespace = static_dict(module) if isinstance(module, types.ModuleType) else None
+            if not isinstance(module, types.ModuleType):
+                if _shareable(module):
+                    found[id(module)] = module
+                continue
+            namespace = static_dict(module)
             if namespace is None or not _is_program(module):
                 continue
             for value in list(namespace.values()):
@@ -492,11 +498,12 @@ class _Shared:
         return any(index.get(key) is x for index in self._indexes)
 
 
-def _mark() -> tuple[int, Any]:
-    """Where `sys.modules` stands, read in constant time (every copy asks): its size and the
-    module it took last. An import, a reload or a module imported again goes in at the end, and
-    a removal changes the size; a scan of every module would cost a small check's time again."""
-    return len(sys.modules), next(reversed(sys.modules.values()), None)
+def _mark() -> Any:
+    """Where `sys.modules` stands, read in constant time (every copy asks): its version, which
+    every change of it moves, `sys.modules[name] = other` included. Where torch cannot read
+    it, the modules themselves: a scan of every module, which costs a small check's time."""
+    version = _compat.dict_version(sys.modules)
+    return tuple(sys.modules.values()) if version is None else version
 
 
 def _is_indexed(module: types.ModuleType) -> bool:

@@ -90,7 +90,8 @@ class _Walk:
 
     def __init__(self) -> None:
         self.state: State = {}
-        self._seen: set[int] = set()  # objects walked, and tensors named already
+        self._seen: set[int] = set()  # objects walked
+        self._owned: set[int] = set()  # the modules' parameters and buffers, named as such
 
     def module(self, module: torch.nn.Module, owner: str, *, copy: bool = False) -> None:
         """Parameters, their gradients, buffers, and every attribute of every submodule."""
@@ -99,10 +100,12 @@ class _Walk:
         self._seen.add(id(module))
         prefix = f"{owner}: " if owner else ""
         for name, param in module.named_parameters():
+            self._owned.add(id(param))
             self._tensor(f"{prefix}parameter {name!r}", param, copy)
             if param.grad is not None:
                 self._tensor(f"{prefix}.grad of parameter {name!r}", param.grad, copy)
         for name, buffer in module.named_buffers():
+            self._owned.add(id(buffer))
             self._tensor(f"{prefix}buffer {name!r}", buffer, copy)
         for path, submodule in module.named_modules():
             self._seen.add(id(submodule))
@@ -134,7 +137,10 @@ class _Walk:
         its tensors are copied as they are now."""
         kind = type(value)
         if issubclass(kind, torch.Tensor):
-            self._tensor(label + suffix, value, copy)
+            # A parameter or buffer held again (an RNN's `_flat_weights`) is named once, unless
+            # it is an input.
+            if id(value) not in self._owned or label.startswith("input"):
+                self._tensor(label + suffix, value, copy)
             return
         if pystate.is_plain(value, tensors=False):
             self.state[label + suffix] = pystate.copy_plain(value) if copy else value
@@ -172,9 +178,9 @@ class _Walk:
                     self.parts(item, f"{label}.{name}", depth - 1, suffix=suffix, copy=copy)
 
     def _tensor(self, label: str, tensor: torch.Tensor, copy: bool) -> None:
-        if id(tensor) in self._seen and not label.startswith(("input", "grad")):
-            return  # a module's parameter or buffer held again (an RNN's `_flat_weights`)
-        self._seen.add(id(tensor))
+        """A tensor under every name it is reached by: which of a call's own tensors are one
+        object (`{"a": t, "b": t}`) can differ between eager and compiled (a compiler may return
+        one object for two equal outputs), so each place is compared by value, never skipped."""
         self.state[label] = tensor.detach().clone() if copy else tensor.detach()
 
 

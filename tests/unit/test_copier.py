@@ -8,11 +8,13 @@ import gc
 import importlib.util
 import sys
 import threading
+import types
 from typing import Any
 
 import pytest
 import torch
 
+from pytest_torchcompile import _compat
 from pytest_torchcompile.errors import UncopyableInputError
 from pytest_torchcompile.running.copier import clone_tree, shared_objects
 
@@ -176,6 +178,39 @@ def test_a_module_imported_or_imported_again_after_a_copy_has_its_sentinels_shar
         assert clone_tree(Holder(again.SENTINEL)).held[0] is again.SENTINEL
     finally:
         sys.modules.pop(name, None)
+
+
+class LazyModule(types.ModuleType):
+    """A module that stands in for another in `sys.modules` (transformers' `_LazyModule`)."""
+
+
+@pytest.mark.parametrize("versioned", [True, False], ids=["dict-version", "no-dict-version"])
+def test_a_module_installed_in_place_after_a_copy_is_shared_with_its_sentinels(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch, versioned: bool
+) -> None:
+    """`sys.modules[name] = other` keeps the size of `sys.modules` and, where `name` is not the
+    last module, its last entry: the copier must see the new module all the same (where torch
+    cannot read the version of `sys.modules`, by its modules)."""
+    if not versioned:
+        monkeypatch.setattr(_compat, "dict_version", lambda mapping: None)
+    name = "copier_in_place_module"
+    try:
+        _import_sentinel_module(tmp_path / f"{name}.py", name)
+        _import_sentinel_module(tmp_path / f"{name}_after.py", f"{name}_after")  # `name` not last
+        clone_tree(Holder(SENTINEL))  # the modules as they stand are indexed
+        lazy = LazyModule(name)
+        lazy.SENTINEL = object()  # type: ignore[attr-defined]
+        lazy.__file__ = str(tmp_path / f"{name}.py")
+        sys.modules[name] = lazy
+        copied = clone_tree(Holder(lazy, lazy.SENTINEL)).held  # type: ignore[attr-defined]
+        assert copied[0] is lazy and copied[1] is lazy.SENTINEL  # type: ignore[attr-defined]
+        stand_in = types.SimpleNamespace(SENTINEL=object())  # a test's fake module
+        monkeypatch.setitem(sys.modules, name, stand_in)
+        assert clone_tree(Holder(stand_in)).held[0] is stand_in
+    finally:
+        monkeypatch.undo()  # before the modules go: undone later, it would put `lazy` back
+        for module in (name, f"{name}_after"):
+            sys.modules.pop(module, None)
 
 
 def test_a_copy_leaves_no_reference_cycle_behind() -> None:
