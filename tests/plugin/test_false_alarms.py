@@ -6,6 +6,10 @@ test fails on the plugin before its fix.
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 CONV_BN = """
 import torch
 
@@ -404,3 +408,41 @@ def test_a_wrong_whole_number_among_codes_eager_rounds_is_caught(pytester):
     result = pytester.runpytest("--compile-backend=planted:half_in_float32_one_whole_number_off")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["FAILED *test_codes[[]bf16[]]*", "FAILED *test_codes[[]f32[]]*"])
+
+
+GLOBAL_TALLY = """
+import torch
+
+TALLY = torch.zeros(3)
+
+class Tallying(torch.nn.Module):
+    def forward(self, x):
+        TALLY.add_(x.sum(0))
+        return x * 2
+
+def test_tally():
+    model = Tallying()
+    model(torch.ones(2, 3))
+    model(torch.ones(2, 3))
+    torch.testing.assert_close(TALLY, torch.full((3,), 4.0))
+"""
+
+
+@pytest.mark.parametrize("backend", ["none", "aot_eager"])
+def test_a_tensor_the_test_call_writes_is_put_back_for_the_replays_and_the_call_checked(
+    pytester, backend
+):
+    """The world is captured before the test's call and after it: a copy of the tensor is kept
+    for each, so the replays start from the first and the test gets the second (one copy per
+    tensor made the first unrestorable: "checked partly", the replays' writes left in place)."""
+    pytester.makepyfile(test_tally=GLOBAL_TALLY)
+    result = pytester.runpytest(
+        "--compile-parity=all",
+        f"--compile-backend={backend}",
+        "--compile-parity-every-call",
+        "--compile-report=r.json",
+    )
+    result.assert_outcomes(passed=1)
+    report = json.loads((pytester.path / "r.json").read_text())
+    [calls] = report["tests"]["test_tally.py::test_tally"]["module_calls"]
+    assert (calls["outcome"], calls["calls"], calls["reason"]) == ("checked", 2, "")
