@@ -75,7 +75,7 @@ class Interceptor:
         functions: Found | None = None,
     ) -> None:
         # Hypothesis examples: a recompile limit starts a fresh cache.
-        self.checker = Checker(settings, examples=True, shared=shared)
+        self.checker = Checker(settings, examples=True, shared=shared, replays=True)
         self._shared = shared  # the session's compiles, or None: this test compiles afresh
         self._policy = SignaturePolicy(settings, selection, checked, checked_per_class)
         self.outermost_calls = 0
@@ -185,7 +185,7 @@ class Interceptor:
         args, kwargs = inputs
         recorder = self._recorders.of(replayed.fn)  # kept for triage if it diverges
         with self._wrappers.passing_through():
-            self.checker.share(replayed, call.structure(self._copies))
+            self.checker.compiled.share(replayed, call.structure(self._copies))
             outcome = self.checker.outcome(  # Dynamo traces the originals
                 replayed, args, kwargs, recorder=recorder, within=self._wrappers.originals
             )
