@@ -105,6 +105,7 @@ class Checker(Totals):
         *,
         examples: bool = False,
         shared: SharedCompiles | None = None,
+        replays: bool = False,  # of calls the program made, which returned (_Endings.unrebuilt)
     ) -> None:
         super().__init__(exported.path_notes(settings))  # notes: what the report should say
         self.settings = settings
@@ -114,7 +115,7 @@ class Checker(Totals):
         # Zero-change mode: compiles that serve later tests (shared_compiles.py)
         self.compiled = CompiledSide(settings, self.accountant, self.costs, shared)
         self._comparer = _Comparer(settings, self.costs, self._context)
-        self._endings = _Endings(settings, self._context, examples=examples)
+        self._endings = _Endings(settings, self._context, examples=examples, replays=replays)
         self.sides = CallRunner(
             self.compiled,
             settings,
@@ -227,6 +228,7 @@ class Checker(Totals):
         call: Call | None = None
         try:  # the sides do not wait for the device: the comparison reads what they queued
             call = self.sides.run(target, args, kwargs)
+            self._endings.unrebuilt(call, self.accountant)
             misuse.check_output(call.eager.output)
             report = self._comparer.compare(call)
             sides.synchronize()
@@ -257,10 +259,6 @@ class Checker(Totals):
     def isolated(self, *, reset: bool = True) -> AbstractContextManager[None]:
         """The clean compile world this checker's test runs in (see `isolated`)."""
         return isolated(self.accountant, reset=reset)
-
-    def share(self, target: Target, structure: Hashable) -> None:
-        """Let `target`'s compile serve later calls of its class and `structure` (CompiledSide)."""
-        self.compiled.share(target, structure)
 
     def keeps_for_triage(self, recorder: CallRecorder) -> bool:
         """Keep `recorder` for triage, unless one is kept already; whether it was."""
@@ -295,10 +293,23 @@ class _Endings:
     exporter's), a divergence, eager's own exception (a rejected Hypothesis example), and the
     budgets' verdict after the test."""
 
-    def __init__(self, settings: Settings, context: Callable[[], str], *, examples: bool) -> None:
+    def __init__(
+        self, settings: Settings, context: Callable[[], str], *, examples: bool, replays: bool
+    ) -> None:
         self.settings = settings
         self.context = context
         self.examples = examples
+        self.replays = replays
+
+    def unrebuilt(self, call: Call, accountant: Accountant) -> None:
+        """Where the calls checked are replays of calls that returned (the interceptor's) and
+        eager's replay raised, the replay did not rebuild its call: it ran in a world the checker
+        cannot put back (inside a Pyro trace that holds the sites the program's call added).
+        Eager's exception is raised, no verdict, whatever the compiled side did."""
+        __tracebackhide__ = True
+        if self.replays and call.eager.exception is not None:
+            accountant.excuse_last_call()
+            raise call.eager.exception
 
     def refusal(self, call: Call, refused_by: str | None) -> None:
         """A compiler refusal under fullgraph or the recompile limit is a budget verdict, and an

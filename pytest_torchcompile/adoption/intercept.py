@@ -75,7 +75,7 @@ class Interceptor:
         functions: Found | None = None,
     ) -> None:
         # Hypothesis examples: a recompile limit starts a fresh cache.
-        self.checker = Checker(settings, examples=True, shared=shared)
+        self.checker = Checker(settings, examples=True, shared=shared, replays=True)
         self._shared = shared  # the session's compiles, or None: this test compiles afresh
         self._policy = SignaturePolicy(settings, selection, checked, checked_per_class)
         self.outermost_calls = 0
@@ -185,7 +185,7 @@ class Interceptor:
         args, kwargs = inputs
         recorder = self._recorders.of(replayed.fn)  # kept for triage if it diverges
         with self._wrappers.passing_through():
-            self.checker.share(replayed, call.structure(self._copies))
+            self.checker.compiled.share(replayed, call.structure(self._copies))
             outcome = self.checker.outcome(  # Dynamo traces the originals
                 replayed, args, kwargs, recorder=recorder, within=self._wrappers.originals
             )
@@ -208,7 +208,7 @@ class Interceptor:
         else:
             self.checker.check_kind(outcome)
             self._policy.checked(call.name, signature)
-            self._count(call, *outcome.how_checked)
+            self._count(call, *_checked(outcome, self.checker.compiled.unshared(replayed)))
             self.inside_checked_functions |= self._wrappers.nested - {call.name}
             self.inside_checked |= {qualified_name(type(inner)) for inner in replayed.submodules()}
 
@@ -256,6 +256,16 @@ class Interceptor:
         settings = self.checker.settings
         budgets = (settings.max_graph_breaks, settings.max_recompiles)
         return settings.fullgraph or any(budget is not None for budget in budgets)
+
+
+def _checked(outcome: CheckOutcome, unshared: str | None) -> tuple[str, str]:
+    """How a call was checked, and why; where the session shares compiles but this call's
+    module got its own (`unshared`: why), that too."""
+    how, reason = outcome.how_checked
+    if unshared is None:
+        return how, reason
+    unshared = f"compiled for this test alone, not shared: {unshared}"
+    return how, f"{reason}; {unshared}" if reason else unshared
 
 
 _UNRESTORED = "the replays wrote in place what they could not put back (too large to keep): "

@@ -71,10 +71,11 @@ class _SessionCompiles:
 
     def entry(self, target: Target) -> Compiled | None:
         """The session's compile of `target`, its module synced from the target's; made (and
-        compiled, in its own recompile region) where there is none or it cannot be synced (a
-        function: once, as itself). None where `target` is compiled for this test alone."""
+        compiled, in its own recompile region) where there is none or it is restructured (a
+        function: once, as itself). None where `target` is compiled for this test alone: where
+        syncing cannot bring its module over completely (`unshared` says why), from then on."""
         key = self.key(target.fn)
-        if key is None or self.shared is None:
+        if key is None or self.shared is None or key in self.shared.refused:
             return None
         kept: tuple[Compiled, dict[int, Any]] | None = self.shared.entries.get(key)
         previous = None
@@ -84,9 +85,18 @@ class _SessionCompiles:
         if not fresh and kept is not None:
             self.compiler.accountant.reusing = True
             return kept[0]
+        if self.copies.unsynced is not None:
+            self.shared.refused[key] = self.copies.unsynced
+            del self.shared.entries[key]
+            return None
         entry = Compiled(copy.fn, copy.module, self.compiler.compile(copy, as_user=False))
         self.shared.entries[key] = (entry, memo)
         return entry
+
+    def unshared(self, fn: Callable[..., Any]) -> str | None:
+        """Why `fn`'s module is compiled for each test alone, where syncing cannot bring it over."""
+        key = self.key(fn)
+        return None if key is None or self.shared is None else self.shared.refused.get(key)
 
     def drop(self, fn: Callable[..., Any]) -> bool:
         """Drop `fn`'s session compile, where it has one (else False)."""
@@ -128,6 +138,11 @@ class CompiledSide:
         selection.module_structure) per class and structure where syncing can bring it over
         completely (shared_compiles.key_of), a function as itself; else for this test alone."""
         self._session.share(target, structure)
+
+    def unshared(self, target: Target) -> str | None:
+        """Why `target` is compiled for this test alone though the session shares compiles:
+        syncing cannot bring its module over completely (snapshot.Unsynced); None otherwise."""
+        return self._session.unshared(target.fn)
 
     def forget(self) -> None:
         """Drop every compiled function and module copy (after Dynamo's cache was reset, and

@@ -26,6 +26,7 @@ from __future__ import annotations
 import copy
 import copyreg
 import enum
+import functools
 import inspect
 import sys
 import types
@@ -66,6 +67,8 @@ _ATOMIC: tuple[type, ...] = (
 )
 _REACH_DEPTH = 3  # from a module's globals: its objects, and what they and its classes hold
 _REACH_LIMIT = 20_000  # objects indexed per module at most, so one huge global cannot stall a copy
+_CODE_DEPTH = 6  # parts followed from a copy, through the code it shares, to an original
+_CODE_LIMIT = 5_000  # parts looked at at most, so one large attribute cannot stall a sync
 
 
 def clone_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
@@ -115,6 +118,55 @@ def shared_objects(tree: Any, depth: int = 4) -> list[Any]:
         elif isinstance(held, dict):
             pending += [(item, left - 1) for item in held.values()]
     return found
+
+
+def reaching_original(copied: Any, memo: dict[int, Any], path: str) -> str | None:
+    """Where `copied` (made with `memo`, named `path`) reaches an original that `memo` has a copy
+    of: the path to it (`update.__wrapped__.__self__`), or None. Code is shared, never copied, so a function held by a copy (a closure, a
+    function's defaults or attributes, a bound method's object, a partial's arguments) still
+    reaches whatever the original's code reached, and so does a weak reference: calling such a
+    copy runs on, or changes, the original (torchmetrics keeps a metric's `update` wrapped in a
+    closure over the metric itself). Module-level objects are shared by design: not followed."""
+    pending: list[tuple[Any, str, int]] = [(copied, path, _CODE_DEPTH)]
+    seen: set[int] = set()
+    while pending and len(seen) < _CODE_LIMIT:
+        x, where, left = pending.pop()
+        if id(x) in seen or left < 0:
+            continue
+        seen.add(id(x))
+        if id(x) in memo and memo[id(x)] is not x:
+            return where
+        pending += [(part, name, left - 1) for part, name in _parts(x, where)]
+    return None
+
+
+def _parts(x: Any, where: str) -> Iterator[tuple[Any, str]]:
+    """What a copy's part holds that may lead back to an original."""
+    kind = type(x)
+    if kind is types.FunctionType:
+        names = x.__code__.co_freevars
+        for name, cell in zip(names, x.__closure__ or (), strict=False):
+            try:
+                yield cell.cell_contents, f"{where}.<closure variable {name}>"
+            except ValueError:  # an empty cell
+                continue
+        for i, default in enumerate(x.__defaults__ or ()):
+            yield default, f"{where}.__defaults__[{i}]"
+        for name, value in {**(x.__kwdefaults__ or {}), **vars(x)}.items():
+            yield value, f"{where}.{name}"
+    elif kind is types.MethodType:
+        yield x.__self__, f"{where}.__self__"
+        yield x.__func__, where
+    elif kind is functools.partial:
+        yield from ((part, where) for part in (x.func, *x.args, *x.keywords.values()))
+    elif kind is weakref.ref:
+        yield x(), f"{where}()"
+    elif kind in (list, tuple, set, frozenset):
+        yield from ((item, f"{where}[{i}]") for i, item in enumerate(x))
+    elif isinstance(x, dict):
+        yield from ((value, f"{where}[{key!r}]") for key, value in list(x.items()))
+    elif not (is_atomic(x) or isinstance(x, torch.Tensor) or is_shared(x)):
+        yield from ((value, f"{where}.{name}") for name, value in object_attributes(x).items())
 
 
 class _Refused(Exception):
@@ -563,4 +615,4 @@ def _held(value: Any) -> Iterator[Any]:
 
 _MODULE_LEVEL = _ModuleLevel()  # a cache of what modules' globals reach, rebuilt as they change
 
-__all__ = ["clone_tree", "is_atomic", "is_shared", "shared_objects"]
+__all__ = ["clone_tree", "is_atomic", "is_shared", "reaching_original", "shared_objects"]

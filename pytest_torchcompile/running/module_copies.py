@@ -14,7 +14,12 @@ from typing import Any
 import torch
 
 from pytest_torchcompile.running.copier import clone_tree
-from pytest_torchcompile.running.snapshot import Restructured, sync_module, tensor_pairs
+from pytest_torchcompile.running.snapshot import (
+    Restructured,
+    Unsynced,
+    sync_module,
+    tensor_pairs,
+)
 from pytest_torchcompile.running.trees import leaves
 
 
@@ -26,6 +31,7 @@ class ModuleCopies:
         # copy was made with
         self._kept: dict[int, tuple[torch.nn.Module, torch.nn.Module, dict[int, Any]]] = {}
         self.afresh = False  # the latest run copied a module afresh (else synced one)
+        self.unsynced: str | None = None  # why the latest sync could not be complete (Unsynced)
 
     def synced(
         self, module: torch.nn.Module, kept: tuple[torch.nn.Module, dict[int, Any]] | None
@@ -33,10 +39,13 @@ class ModuleCopies:
         """`kept` (a copy of a module like `module`, and the memo it was made with) synced from
         `module`; or, where there is none or `module` is structured otherwise, a fresh copy and
         its memo. The last item says whether the copy is fresh."""
+        self.unsynced = None
         if kept is not None:
             try:
                 sync_module(module, *kept)
                 return kept[0], kept[1], False
+            except Unsynced as exc:
+                self.unsynced = str(exc)
             except Restructured:
                 pass
         memo: dict[int, Any] = {}

@@ -10,8 +10,10 @@ syncs each test's module into it before the call, as it syncs a module between c
 A function (--compile-parity-functions) is the same object in every test: it is compiled once.
 
 Syncing brings a module over completely (snapshot.sync_module: every attribute, private ones and
-objects too, with extra ones removed); a module tree with hooks of its own cannot be, and gets
-its own compile per test. Every compile of the session lives in a Dynamo
+objects too, with extra ones removed); a module tree with hooks of its own cannot be, nor one
+whose attributes hold code that reaches the module itself (a closure over it or its methods:
+the copy would run on the test's module); each gets its own compile per test, and the report
+says why for the second. Every compile of the session lives in a Dynamo
 recompile region of its own (`isolate_recompiles`, torch 2.13), so the entries they leave never count
 against a test's own `torch.compile` of the same code; where torch has no such regions, each
 test compiles afresh. Fixture tests keep one Dynamo cache each (their budgets are per test).
@@ -35,6 +37,9 @@ class SharedCompiles:
     backends: dict[Hashable, Any] = field(default_factory=dict)  # settings -> (counting, inner)
     # key_of(...) -> the compiled entry, and the memo its module copy was made with
     entries: dict[Hashable, Any] = field(default_factory=dict)
+    # key_of(...) -> why syncing cannot bring its modules over (snapshot.Unsynced): each test
+    # compiles them afresh
+    refused: dict[Hashable, str] = field(default_factory=dict)
 
     @classmethod
     def start(cls) -> SharedCompiles:

@@ -18,7 +18,7 @@ import torch
 
 from pytest_torchcompile import _compat
 from pytest_torchcompile.running import pystate
-from pytest_torchcompile.running.copier import clone_tree, is_atomic
+from pytest_torchcompile.running.copier import clone_tree, is_atomic, reaching_original
 from pytest_torchcompile.running.trees import leaves
 from pytest_torchcompile.running.world import is_generator
 
@@ -148,7 +148,10 @@ def sync_module(source: torch.nn.Module, target: torch.nn.Module, memo: dict[int
     with each of `source`'s modules and tensors standing for `target`'s (a partial bound to a
     submodule is bound to the copy's), so the compiled module's guards see what the caller's
     module holds, as they would if the caller had compiled it directly. Hooks cannot be brought
-    over: a module whose hooks differ is Restructured. `memo` is the one `target` was copied
+    over: a module whose hooks differ is Restructured. Nor can code that reaches `source` (a
+    closure over the module or its bound methods, as torchmetrics wraps a metric's `update`):
+    functions are shared, not copied, so the synced copy would run on `source`. That is
+    Unsynced, found before any attribute is brought over. `memo` is the one `target` was copied
     with (it keeps the originals alive).
     """
     source_modules = dict(source.named_modules(remove_duplicate=False))
@@ -158,13 +161,25 @@ def sync_module(source: torch.nn.Module, target: torch.nn.Module, memo: dict[int
     # One memo for the whole tree, so objects two attributes share stay shared in the copy
     # (`self.current is self.left`).
     standing = _standing_for(source_modules, target_modules)
+    synced: list[tuple[dict[str, Any], dict[str, Any]]] = []  # target's attributes, the values
     with torch.no_grad():
         for name, src in source_modules.items():
             dst = target_modules[name]
             if _compat.module_call_hooks(src) != _compat.module_call_hooks(dst):
                 raise Restructured
             _sync_tensors(src, dst)
-            _sync_attributes(src.__dict__, dst.__dict__, standing)
+            attributes = _attributes_for(src.__dict__, standing)
+            for key, value in attributes.items():
+                where = reaching_original(value, standing, key)
+                if where is not None:
+                    raise Unsynced(name, key, where)
+            synced.append((dst.__dict__, attributes))
+    for held, attributes in synced:
+        for key in [key for key in held if key not in attributes and key not in _SYNCED_ELSEWHERE]:
+            del held[key]
+        for key, value in attributes.items():
+            if held.get(key) is not value:
+                held[key] = value
 
 
 def _standing_for(
@@ -207,19 +222,15 @@ def _sync_tensors(src: torch.nn.Module, dst: torch.nn.Module) -> None:
                 other.grad = None if tensor.grad is None else tensor.grad.clone()
 
 
-def _sync_attributes(src: dict[str, Any], dst: dict[str, Any], standing: dict[int, Any]) -> None:
-    """Every attribute but a module's tensors, submodules and hooks, brought over."""
-    for name in [name for name in dst if name not in src and name not in _SYNCED_ELSEWHERE]:
-        del dst[name]
-    for name, value in src.items():
-        if name in _SYNCED_ELSEWHERE:
-            continue
-        if pystate.is_plain(value) and not isinstance(value, (list, dict, set)):
-            dst[name] = pystate.copy_plain(value)
-            continue
-        copied = clone_tree(value, standing)
-        if dst.get(name) is not copied:
-            dst[name] = copied
+def _attributes_for(src: dict[str, Any], standing: dict[int, Any]) -> dict[str, Any]:
+    """Every attribute but a module's tensors, submodules and hooks, copied for the target."""
+    return {
+        name: pystate.copy_plain(value)
+        if pystate.is_plain(value) and not isinstance(value, (list, dict, set))
+        else clone_tree(value, standing)
+        for name, value in src.items()
+        if name not in _SYNCED_ELSEWHERE
+    }
 
 
 # A module's tensors and submodules are synced by name, its hooks compared; the compiler's marks
@@ -384,6 +395,19 @@ class _Mark:
 
 class Restructured(Exception):
     """The caller changed the module's structure; the compiled side starts from a new copy."""
+
+
+class Unsynced(Restructured):
+    """Syncing cannot bring the module over completely: an attribute holds code that reaches the
+    module synced from (the copy would run on it). A copy made afresh goes through the module's
+    own copy protocol (torchmetrics' `__setstate__` wraps the copy's methods anew)."""
+
+    def __init__(self, module: str, name: str, where: str) -> None:
+        owner = f"submodule {module!r}" if module else "the module"
+        super().__init__(
+            f"attribute {name!r} of {owner} holds code that reaches the module synced from "
+            f"({where}): a copy shares code, so the synced copy would run on the test's module"
+        )
 
 
 @dataclass

@@ -179,7 +179,9 @@ class World:
     def __init__(self, found: _Found, shared: tuple[Any, ...] = ()) -> None:
         self._found = found
         self._shared = shared  # module-level objects among one call's inputs
-        self._tensor_copies: dict[str, tuple[int | None, torch.Tensor]] = {}
+        # (label, version) -> a copy of the tensor at that version
+        self._tensor_copies: dict[tuple[str, int], torch.Tensor] = {}
+        self._kept_bytes = 0
         self.unrestored: list[str] = []  # parts a run changed that no run can put back
 
     @classmethod
@@ -263,27 +265,26 @@ class World:
             yield f"module-level object {i} among the inputs", obj
 
     def _keep_tensor(self, label: str, tensor: torch.Tensor) -> int | None:
-        """The tensor's version now; a copy of it is kept (once per version) while the copies
+        """The tensor's version now; a copy of it is kept once per version (a call's runs go
+        back to the state before it, and on to the one the test's call left) while the copies
         stay within the World's bound."""
         version = _compat.version_counter(tensor)
-        kept = self._tensor_copies.get(label)
-        if kept is None or kept[0] != version:
-            used = sum(t.nbytes for _, t in self._tensor_copies.values())
-            if used + tensor.nbytes <= _TENSOR_BYTES and tensor.layout == torch.strided:
-                with torch.no_grad():
-                    self._tensor_copies[label] = (version, tensor.detach().clone())
-            else:
-                self._tensor_copies.pop(label, None)
+        if version is None or (label, version) in self._tensor_copies:
+            return version
+        if tensor.layout == torch.strided and self._kept_bytes + tensor.nbytes <= _TENSOR_BYTES:
+            with torch.no_grad():
+                self._tensor_copies[label, version] = tensor.detach().clone()
+            self._kept_bytes += tensor.nbytes
         return version
 
     def _put_tensor_back(self, label: str, tensor: torch.Tensor, version: int | None) -> None:
-        kept = self._tensor_copies.get(label)
-        if kept is None or kept[0] != version or version is None:
+        kept = None if version is None else self._tensor_copies.get((label, version))
+        if kept is None:
             if label not in self.unrestored:
                 self.unrestored.append(label)
             return
         with torch.no_grad():
-            tensor.copy_(kept[1])
+            tensor.copy_(kept)
 
 
 @contextmanager

@@ -6,6 +6,10 @@ test fails on the plugin before its fix.
 
 from __future__ import annotations
 
+import json
+
+import pytest
+
 CONV_BN = """
 import torch
 
@@ -404,3 +408,109 @@ def test_a_wrong_whole_number_among_codes_eager_rounds_is_caught(pytester):
     result = pytester.runpytest("--compile-backend=planted:half_in_float32_one_whole_number_off")
     result.assert_outcomes(failed=2)
     result.stdout.fnmatch_lines(["FAILED *test_codes[[]bf16[]]*", "FAILED *test_codes[[]f32[]]*"])
+
+
+GLOBAL_TALLY = """
+import torch
+
+TALLY = torch.zeros(3)
+
+class Tallying(torch.nn.Module):
+    def forward(self, x):
+        TALLY.add_(x.sum(0))
+        return x * 2
+
+def test_tally():
+    model = Tallying()
+    model(torch.ones(2, 3))
+    model(torch.ones(2, 3))
+    torch.testing.assert_close(TALLY, torch.full((3,), 4.0))
+"""
+
+
+@pytest.mark.parametrize("backend", ["none", "aot_eager"])
+def test_a_tensor_the_test_call_writes_is_put_back_for_the_replays_and_the_call_checked(
+    pytester, backend
+):
+    """The world is captured before the test's call and after it: a copy of the tensor is kept
+    for each, so the replays start from the first and the test gets the second (one copy per
+    tensor made the first unrestorable: "checked partly", the replays' writes left in place)."""
+    pytester.makepyfile(test_tally=GLOBAL_TALLY)
+    result = pytester.runpytest(
+        "--compile-parity=all",
+        f"--compile-backend={backend}",
+        "--compile-parity-every-call",
+        "--compile-report=r.json",
+    )
+    result.assert_outcomes(passed=1)
+    report = json.loads((pytester.path / "r.json").read_text())
+    [calls] = report["tests"]["test_tally.py::test_tally"]["module_calls"]
+    assert (calls["outcome"], calls["calls"], calls["reason"]) == ("checked", 2, "")
+
+
+TRACE_STACK = """
+STACK = []  # the traces a program runs in, as Pyro's global stack of messengers
+
+
+class Trace:
+    def __init__(self):
+        self.sites = {}
+        self.duplicates = 0
+
+    def __enter__(self):
+        STACK.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        STACK.pop()
+
+
+def sample(name, value):
+    for trace in STACK:
+        if name in trace.sites:
+            trace.duplicates += 1  # the error a second duplicate raises is another
+            kind = RuntimeError if trace.duplicates == 1 else ValueError
+            raise kind(f"Multiple sample sites named {name!r}")
+        trace.sites[name] = value
+    return value
+"""
+
+OBSERVED_IN_A_TRACE = """
+import pytest, torch, tracelib
+
+class Observed(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.scale = torch.nn.Parameter(torch.tensor(2.0))
+
+    def forward(self, x):
+        return tracelib.sample("obs", x * self.scale)
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_observed(n):
+    model = Observed()
+    torch.testing.assert_close(model(torch.ones(n)), torch.full((n,), 2.0))
+    with tracelib.Trace() as trace:
+        model(torch.ones(n))
+    assert list(trace.sites) == ["obs"]
+"""
+
+
+@pytest.mark.parametrize("backend", ["none", "aot_eager"])
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "fresh"])
+def test_a_replay_that_raises_where_the_call_returned_is_no_verdict(pytester, backend, shared):
+    """The second call runs inside a trace that a library keeps where the checker cannot put it
+    back (behind a module attribute, as Pyro's stack): the trace holds the call's site, so each
+    replay raises, the compiled side's (run first) otherwise than eager's. The test's call
+    returned: the replays did not rebuild it, and decide nothing (both sides' exceptions were
+    compared, and the test failed)."""
+    pytester.makepyfile(tracelib=TRACE_STACK, test_suite=OBSERVED_IN_A_TRACE)
+    sharing = ["--compile-parity-shared"] if shared else []
+    args = ["--compile-parity=all", "--compile-parity-every-call", *sharing]
+    result = pytester.runpytest(*args, f"--compile-backend={backend}")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(
+        ["*2 call(s) in 2 tests: test_suite.Observed: the replay raised ValueError: Multiple*"]
+    )
+    result = pytester.runpytest(*args, "--compile-backend=planted:corrupt_output")
+    result.assert_outcomes(failed=2)  # the calls outside the trace are checked

@@ -250,3 +250,73 @@ def test_other_again():
     assert checks["test_net[dtype2]"] == {"compiled static": 1}  # in a region of its own
     assert checks["test_other_again"] == {"reused a compile": 1}
     result.stdout.fnmatch_lines(["*1 a fresh compile cache after the recompile limit*"])
+
+
+WRAPPED_UPDATE = """
+import pytest, torch
+
+class Summing(torch.nn.Module):
+    # As torchmetrics' Metric: `update` is kept wrapped in a closure over the module and its
+    # own bound method, and a copy (deepcopy, pickling) wraps its own methods anew.
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("total", torch.zeros(()))
+        self.calls = 0
+        self.update = self._wrap(self.update)
+
+    def _wrap(self, update):
+        def wrapped(x):
+            self.calls += 1
+            update(x)
+        return wrapped
+
+    def update(self, x):
+        self.total += x.sum()
+
+    def forward(self, x):
+        self.update(x)
+        return self.total * 2
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k != "update"}
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.update = self._wrap(self.update)
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_sums(n):
+    metric = Summing()
+    x = torch.arange(4.0)
+    for _ in range(n):
+        out = metric(x)
+    assert metric.calls == n
+    torch.testing.assert_close(out, torch.tensor(12.0 * n))
+"""
+
+
+@needs_regions
+@pytest.mark.parametrize("backend", ["none", "aot_eager"])
+def test_a_module_holding_code_bound_to_itself_is_compiled_per_test_and_says_why(pytester, backend):
+    """A synced copy would hold the test's module's closure, and its calls would update the
+    test's module: such a module is never shared (each test copies it through its own copy
+    protocol and compiles it), and the report says why."""
+    pytester.makepyfile(test_suite=WRAPPED_UPDATE)
+    result = _run(pytester, f"--compile-backend={backend}", "--compile-parity-every-call")
+    result.assert_outcomes(passed=3)
+    report = json.loads((pytester.path / "r.json").read_text())
+    [calls] = report["tests"]["test_suite.py::test_sums[3]"]["module_calls"]
+    assert (calls["outcome"], calls["calls"]) == ("checked", 3)
+    assert calls["reason"].startswith(
+        "compiled for this test alone, not shared: attribute 'update' of the module holds code "
+        "that reaches the module synced from (update.<closure variable update>.__self__)"
+    )
+
+
+@needs_regions
+def test_a_wrong_backend_still_fails_a_module_holding_code_bound_to_itself(pytester):
+    pytester.makepyfile(test_suite=WRAPPED_UPDATE)
+    wrong = "--compile-backend=planted:corrupt_output"
+    result = _run(pytester, wrong, "--compile-parity-every-call")
+    result.assert_outcomes(failed=3)  # compiled per test, each call is checked
+    result.stdout.fnmatch_lines(["*module call 3 (test_suite.Summing), differing at output*"])
