@@ -258,7 +258,7 @@ def _unhookable(fn: types.FunctionType) -> str | None:
 def _trampoline(fn: types.FunctionType) -> types.CodeType:
     """Code with `fn`'s parameters, free variables (their count must match its closure), file,
     name and first line that passes every argument on to `_called`, positionally where `fn`
-    takes it so (its defaults are filled in by the function object, as before)."""
+    takes it so (the function object fills in its defaults, as it did for the original)."""
     code = fn.__code__
     names = code.co_varnames
     positional = list(names[: code.co_argcount])

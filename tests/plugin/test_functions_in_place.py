@@ -1,8 +1,9 @@
 """--compile-parity-functions never changes a verdict: a suite's functions are intercepted in place.
 
 Each case once failed on `none` only because its functions were intercepted: what the library
-made at import still holds the function itself (pickled by name, a registry keyed by it), and a
-cache keyed by objects, kept in a dict subclass that lists its keys, is copied as it is.
+made at import still holds the function itself (pickled by name, a registry keyed by it), a
+generator function is still one, and a cache keyed by objects, kept in a dict subclass that lists
+its keys, is copied as it is.
 """
 
 from __future__ import annotations
@@ -17,6 +18,9 @@ def available():
 
 def double(x):
     return x * 2
+
+def halves(x):
+    yield from x.chunk(2)
 
 REGISTRY = {double: "double"}
 
@@ -59,7 +63,7 @@ def walk(path, x):
 """
 
 SUITE = """
-import pickle, torch
+import inspect, pickle, torch
 import plib
 
 HELD = plib.Holder()  # made at collection, holding the function itself
@@ -68,6 +72,7 @@ def test_what_import_made_still_holds_the_function():
     assert plib.double(torch.ones(2)).tolist() == [2.0, 2.0]
     assert pickle.loads(pickle.dumps(HELD)).fn is plib.available
     assert plib.REGISTRY[plib.double] == "double"
+    assert inspect.isgeneratorfunction(plib.halves) and len(list(plib.halves(torch.ones(2)))) == 2
 
 def test_a_cache_keyed_by_objects():
     path = plib.Path(size=2, nodes=3)
@@ -99,7 +104,10 @@ def test_a_correct_backend_passes_with_every_call_checked(suite, backend):
     result = _run(suite, backend)
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines(
-        ["*intercepted function calls in 2 test(s): 3 checked, 0 diverged, 0 checked partly*"]
+        [
+            "*intercepted function calls in 2 test(s): 3 checked, 0 diverged, 0 checked partly*",
+            "*plib.halves: not wrapped: a generator or coroutine function (its calls return*",
+        ]
     )
 
 
