@@ -153,21 +153,19 @@ class CheckedTest:
         )
 
     def _functions(self, settings: Settings) -> Found | None:
-        """--compile-parity-functions: its packages' functions, bound also in the test's module."""
+        """--compile-parity-functions: its packages' functions."""
         if not settings.parity_functions:
             return None
         from pytest_torchcompile.adoption import functions
 
         try:
-            found = functions.find(settings.parity_functions, self.run.functions)
+            return functions.find(settings.parity_functions, self.run.functions)
         except ImportError as exc:
             pytest.fail(
                 f"Invalid parity_functions={','.join(settings.parity_functions)!r} from "
                 f"{settings.source('parity_functions')}: cannot import {exc.name or ''}: {exc}",
                 pytrace=False,
             )
-        module = getattr(self.item, "module", None)
-        return found.including(vars(module)) if module is not None else found
 
     def _finish(self, check: bool) -> None:
         """Record what the test's checker saw; with `check`, also enforce budgets and misuse."""

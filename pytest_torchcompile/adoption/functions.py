@@ -14,8 +14,15 @@ statically (a lazy loader's `__getattr__` would import an optional dependency, o
 whether to install it), and the names a module makes on first use (a module `__getattr__`) are
 listed as not classified.
 
-`FunctionSites` sets the wrappers for one test body and puts every original back afterwards (and
-while a replay runs, so Dynamo traces the originals), leaving each namespace as it found it.
+A function is intercepted in place, not rebound: `FunctionSites` swaps each function's
+`__code__` for a trampoline with the same parameters, file and line (`inspect.signature`,
+`inspect.getsource` and TorchScript see the original) that hands the call to the test's wrapper,
+which runs a copy of the original. The function object stays the one every holder has: an
+object made at import that holds it still pickles by name, `is` and registries keyed by it
+still match, and a call through any reference is intercepted. Generator and coroutine functions
+are listed, not wrapped (their calls return iterators: no values to compare, and a trampoline
+would change what `inspect` says they are). Every original `__code__` is put back after the test
+body, and while a replay runs, so Dynamo traces the originals.
 """
 
 from __future__ import annotations
@@ -32,29 +39,17 @@ import torch
 
 from pytest_torchcompile.adoption.callsites import Patches
 
-# a function's qualified name and the function -> the wrapper installed in its place
+# a function's qualified name and the copy of it the wrapper runs -> the wrapper
 WrapperFactory = Callable[[str, types.FunctionType], Callable[..., Any]]
 Namespace = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class Found:
-    """The functions of some packages: what is wrapped, where it is bound, what is not wrapped."""
+    """The functions of some packages: what is wrapped, and what is not wrapped and why."""
 
     functions: dict[str, types.FunctionType]  # qualified name (pkg.mod.f) -> function
-    bindings: tuple[tuple[Namespace, str, types.FunctionType], ...]  # namespace, name, function
     unwrapped: dict[str, str]  # qualified name -> why it is not wrapped
-
-    def including(self, namespace: Namespace) -> Found:
-        """The same functions, also wrapped where `namespace` (a test module's globals) binds
-        them."""
-        ours = {id(fn) for fn in self.functions.values()}
-        extra = tuple(
-            (namespace, name, value)
-            for name, value in namespace.items()
-            if type(value) is types.FunctionType and id(value) in ours
-        )
-        return Found(self.functions, self.bindings + extra, self.unwrapped)
 
 
 def find(packages: tuple[str, ...], cache: dict[Hashable, Found]) -> Found:
@@ -78,7 +73,7 @@ def find(packages: tuple[str, ...], cache: dict[Hashable, Found]) -> Found:
             found = _walk(modules, packages)
         except Exception as exc:  # the plugin's own failure: the tests run as plain
             why = f"finding functions failed ({type(exc).__name__}: {exc}): none is wrapped"
-            found = Found({}, (), dict.fromkeys(packages, why))
+            found = Found({}, dict.fromkeys(packages, why))
         cache[key] = found
     return found
 
@@ -87,7 +82,6 @@ def _walk(modules: list[types.ModuleType], packages: tuple[str, ...]) -> Found:
     """What the modules' namespaces bind, read statically: no attribute of a value is looked
     up through its class's code (a lazy loader's `__getattr__` imports, or asks on stdin)."""
     functions: dict[str, types.FunctionType] = {}
-    bindings: list[tuple[Namespace, str, types.FunctionType]] = []
     unwrapped: dict[str, str] = {}
     for module in modules:
         namespace = vars(module)
@@ -97,13 +91,17 @@ def _walk(modules: list[types.ModuleType], packages: tuple[str, ...]) -> Found:
                 continue
             if type(value) is types.FunctionType:
                 if _public(value.__name__):
-                    functions.setdefault(f"{origin}.{value.__qualname__}", value)
-                    bindings.append((namespace, name, value))
+                    qualified = f"{origin}.{value.__qualname__}"
+                    why = None if qualified in functions else _unhookable(value)
+                    if why is None:
+                        functions.setdefault(qualified, value)
+                    else:
+                        unwrapped.setdefault(qualified, why)
             elif _public(name) and callable(value) and not _a_module_class(value):
                 unwrapped.setdefault(f"{origin}.{_qualname(value, name)}", _what(value))
         for name in _lazy_names(module, namespace):
             unwrapped.setdefault(f"{module.__name__}.{name}", LAZY)
-    return Found(functions, tuple(bindings), unwrapped)
+    return Found(functions, unwrapped)
 
 
 LAZY = (
@@ -195,40 +193,149 @@ def _what(value: Any) -> str:
     return f"not a plain Python function: {what}"
 
 
-def _scriptable(wrapper: Callable[..., Any], original: types.FunctionType) -> Callable[..., Any]:
-    """`wrapper`, which TorchScript compiles as `original`: scripting a module whose code calls a
-    wrapped function (or scripting the function) reads the wrapper from its globals, and would
-    otherwise compile the wrapper's `*args` with the original's source."""
-    wrapper.__prepare_scriptable__ = lambda: original  # type: ignore[attr-defined]
-    return wrapper
+_ITERATING = (
+    inspect.CO_GENERATOR
+    | inspect.CO_COROUTINE
+    | inspect.CO_ASYNC_GENERATOR
+    | inspect.CO_ITERABLE_COROUTINE
+)
+_CALL = "__pytest_torchcompile_called"  # the trampoline's own locals, besides the parameters
+_OWN_LOCALS = {_CALL, "__tracebackhide__"}
+
+
+@dataclass
+class _Hook:
+    """One function's interception: its own code, the trampoline set in its place, the copy of
+    it that the wrapper runs, and the wrapper while a test body runs (None otherwise)."""
+
+    function: types.FunctionType
+    code: types.CodeType
+    trampoline: types.CodeType
+    copy: types.FunctionType
+    wrapper: Callable[..., Any] | None = None
+
+    @classmethod
+    def of(cls, fn: types.FunctionType) -> _Hook:
+        """The function's hook, made once for the process: the copy a wrapper runs is the same
+        object in every test, so the session's compile of it serves every test."""
+        hook = _HOOKS.get(id(fn))
+        if hook is None or hook.function is not fn:
+            hook = _HOOKS[id(fn)] = cls(fn, fn.__code__, _trampoline(fn), _copy(fn))
+        return hook
+
+    def set(self, wrapped: bool) -> None:
+        """The trampoline or the original code, unless something else replaced the code."""
+        current = self.function.__code__
+        if current is self.code or current is self.trampoline:
+            self.function.__code__ = self.trampoline if wrapped else self.code
+
+
+# id of a function -> its hook. A trampoline reaches its wrapper only through this: a code
+# object sees its function's globals (the library's, which must stay as they are), its
+# constants (Dynamo cannot trace a function held as one) and what it imports.
+_HOOKS: dict[int, _Hook] = {}
+
+
+def _called(key: int, /, *args: Any, **kwargs: Any) -> Any:
+    """What a trampoline calls: the wrapper, or the original where none is set (a trampoline
+    some other code kept running past the test body)."""
+    __tracebackhide__ = True
+    hook = _HOOKS[key]
+    return (hook.wrapper or hook.copy)(*args, **kwargs)
+
+
+def _unhookable(fn: types.FunctionType) -> str | None:
+    """Why `fn` cannot be intercepted in place, or None."""
+    if fn.__code__.co_flags & _ITERATING:
+        return "not wrapped: a generator or coroutine function (its calls return iterators)"
+    try:
+        _Hook.of(fn)
+    except Exception as exc:  # the plugin's own limit: the function runs as plain
+        return f"not wrapped: no trampoline can stand in for its code ({type(exc).__name__}: {exc})"
+    return None
+
+
+def _trampoline(fn: types.FunctionType) -> types.CodeType:
+    """Code with `fn`'s parameters, free variables (their count must match its closure), file,
+    name and first line that passes every argument on to `_called`, positionally where `fn`
+    takes it so (the function object fills in its defaults, as it did for the original)."""
+    code = fn.__code__
+    names = code.co_varnames
+    positional = list(names[: code.co_argcount])
+    keyword = list(names[code.co_argcount : code.co_argcount + code.co_kwonlyargcount])
+    rest = iter(names[code.co_argcount + code.co_kwonlyargcount :])
+    star = next(rest) if code.co_flags & inspect.CO_VARARGS else None
+    stars = next(rest) if code.co_flags & inspect.CO_VARKEYWORDS else None
+    if _OWN_LOCALS & {*positional, *keyword, star, stars}:
+        raise ValueError("a parameter has the name of one of the trampoline's locals")
+    params = positional[:]
+    if code.co_posonlyargcount:
+        params.insert(code.co_posonlyargcount, "/")
+    if star or keyword:
+        params.append(f"*{star or ''}")
+    params += keyword + ([f"**{stars}"] if stars else [])
+    passed = positional + ([f"*{star}"] if star else []) + [f"{k}={k}" for k in keyword]
+    passed += [f"**{stars}"] if stars else []
+    free = ", ".join(code.co_freevars)
+    source = "\n".join(
+        [
+            "def outer():",
+            f"    {free.replace(', ', ' = ')} = None" if free else "",
+            f"    def trampoline({', '.join(params)}):",
+            f"        nonlocal {free}" if free else "",
+            "        __tracebackhide__ = True",
+            f"        from {__name__} import _called as {_CALL}",
+            f"        return {_CALL}({', '.join([str(id(fn)), *passed])})",
+            "    return trampoline",
+        ]
+    )
+    namespace: Namespace = {}
+    exec(compile(source, code.co_filename, "exec"), namespace)
+    made: types.CodeType = namespace["outer"]().__code__
+    if made.co_freevars != code.co_freevars:
+        raise ValueError(f"free variables {made.co_freevars} for {code.co_freevars}")
+    return made.replace(
+        co_name=code.co_name,
+        co_qualname=code.co_qualname,
+        co_firstlineno=code.co_firstlineno,
+    )
+
+
+def _copy(fn: types.FunctionType) -> types.FunctionType:
+    """`fn` as another function object with the original code: what the wrapper runs while
+    `fn` itself runs the trampoline. Its attributes are `fn`'s own (one shared `__dict__`)."""
+    copy = types.FunctionType(
+        fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__
+    )
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__ = fn.__qualname__
+    copy.__module__ = fn.__module__
+    copy.__doc__ = fn.__doc__
+    copy.__annotations__ = fn.__annotations__
+    copy.__dict__ = fn.__dict__
+    return copy
 
 
 class FunctionSites(Patches):
-    """The wrappers at every binding of the found functions, while one test body runs."""
+    """The trampolines in the found functions, while one test body runs."""
 
     def __init__(self, found: Found, make_wrapper: WrapperFactory) -> None:
-        self._found = found
+        self._hooks = [(name, _Hook.of(fn)) for name, fn in found.functions.items()]
         self._make_wrapper = make_wrapper
-        self._wrappers: dict[int, Callable[..., Any]] = {}  # id of a function -> its wrapper
 
     def install(self) -> None:
-        self._wrappers = {
-            id(fn): _scriptable(self._make_wrapper(name, fn), fn)
-            for name, fn in self._found.functions.items()
-        }
+        for name, hook in self._hooks:
+            hook.wrapper = self._make_wrapper(name, hook.copy)
         self._set(wrapped=True)
 
     def remove(self) -> None:
         self._set(wrapped=False)
-        self._wrappers.clear()
+        for _, hook in self._hooks:
+            hook.wrapper = None
 
     def _set(self, *, wrapped: bool) -> None:
-        """Bind each wrapper or original, unless the test rebound the name itself."""
-        for namespace, name, original in self._found.bindings:
-            wrapper = self._wrappers.get(id(original))
-            current = namespace.get(name)
-            if wrapper is not None and (current is original or current is wrapper):
-                namespace[name] = wrapper if wrapped else original
+        for _, hook in self._hooks:
+            hook.set(wrapped)
 
 
 __all__ = ["Found", "FunctionSites", "find"]

@@ -18,7 +18,7 @@ and input signature checked once in the session is not checked again unless
 `--compile-parity-every-call` is given, and `--compile-parity-signatures=K` checks at most K
 signatures of a class or function (selection.py).
 
-With --compile-parity-functions, the public functions of the named packages are wrapped too
+With --compile-parity-functions, the public functions of the named packages are intercepted too
 (functions.py), and a function call takes the same path: no other module or function call in
 progress makes it outermost; the calls it makes are "inside checked" once it is checked.
 """
@@ -88,8 +88,7 @@ class Interceptor:
         self._wrappers = Wrappers(self._intercept, functions, constructions)
         self._plain_s = 0.0  # the test's own call, of the call being intercepted
         self._worlds = KeptFor(World.of)  # by the module or function called
-        # by the replayed module or function: its checks in order, for triage after a divergence
-        self._recorders: KeptFor[Recorder] = KeptFor(lambda _: Recorder())
+        self._recorders: KeptFor[Recorder] = KeptFor(lambda _: Recorder())  # checks, for triage
         self._isolation: Any = None
 
     def __enter__(self) -> Interceptor:
@@ -140,7 +139,8 @@ class Interceptor:
             signature = self._policy.select(call, self._copies)
             replayed = call.replayed(self._copies)
             inputs = clone_tree((call.args, dict(call.kwargs)))
-            world = self._worlds.of(call.target.fn).for_call(call.args, call.kwargs)
+            with self._wrappers.originals():  # the walk reads the functions' own code
+                world = self._worlds.of(call.target.fn).for_call(call.args, call.kwargs)
             before = world.capture()
         except Skip as skip:
             self._count(call, "skipped", str(skip))

@@ -6,7 +6,6 @@ call, or a replay) passes straight through, and so does one under torch.compile'
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, ExitStack, contextmanager, nullcontext
 from types import FunctionType
@@ -83,10 +82,10 @@ class Wrappers:
         return __call__
 
     def _function_wrapper(self, name: str, original: FunctionType) -> Callable[..., Any]:
-        """What replaces one function (`original`, named `name`) while the test body runs."""
+        """What a function's trampoline calls (`original`: the copy of the function, named
+        `name`) while the test body runs."""
         intercept = self._intercept
 
-        @functools.wraps(original)
         def call(*args: Any, **kwargs: Any) -> Any:
             if self._busy or not self._open or torch.compiler.is_compiling():
                 if self._busy:

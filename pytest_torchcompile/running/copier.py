@@ -340,11 +340,13 @@ class _Objects:
         self.copier.remember(x, y)
         self._set_state(x, y, state, path)
         if listiter is not None:
+            append = _filling(type(y), "append")
             for item in listiter:
-                y.append(self.copier.copy(item, path))
+                append(y, self.copier.copy(item, path))
         if dictiter is not None:
+            setitem = _filling(type(y), "__setitem__")
             for key, value in dictiter:
-                y[self.copier.copy(key, path)] = self.copier.copy(value, f"{path}[{key!r}]")
+                setitem(y, self.copier.copy(key, path), self.copier.copy(value, f"{path}[{key!r}]"))
         return y
 
     def _from_state(self, x: Any, path: str, exc: BaseException) -> Any:
@@ -420,6 +422,24 @@ def _reduced(x: Any) -> tuple[Any, ...] | str:
     if reductor is not None:
         return reductor(x)
     return x.__reduce_ex__(4)  # type: ignore[no-any-return]
+
+
+def _filling(cls: type, name: str) -> Callable[..., Any]:
+    """How a container's copy takes its items: its builtin base's `name` (`dict.__setitem__`,
+    `list.append`) where the class keeps the builtin's reduction, whose state is its whole
+    `__dict__`: that state holds what an override of `name` keeps about the items already (an
+    LRU dict's list of its keys), and replaying the override would count each item twice, once
+    more per copy of a copy. A class with a reduction of its own gets its own `name`."""
+    builtin = [base for base in cls.__mro__ if not _in_python(base, name)]
+    own = any(_in_python(cls, n) for n in ("__reduce_ex__", "__reduce__", "__getstate__"))
+    return getattr(cls if own or not builtin else builtin[0], name)  # type: ignore[no-any-return]
+
+
+def _in_python(cls: type, name: str) -> bool:
+    """Whether `cls`'s `name` is a Python function (defined by a class in Python)."""
+    return isinstance(
+        inspect.getattr_static(cls, name, None), (types.FunctionType, classmethod, staticmethod)
+    )
 
 
 class _ChangedByCopying(Exception):

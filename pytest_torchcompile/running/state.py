@@ -24,7 +24,7 @@ import torch
 from pytest_torchcompile import _compat
 from pytest_torchcompile.running import pystate
 from pytest_torchcompile.running.copier import is_atomic, is_shared
-from pytest_torchcompile.running.trees import leaves, object_attributes
+from pytest_torchcompile.running.trees import key_name, leaves, object_attributes
 from pytest_torchcompile.running.world import generator_fingerprint
 
 _DEPTH = 3  # objects followed from a module's attribute or an input
@@ -170,8 +170,9 @@ class _Walk:
             for i, item in enumerate(value):
                 self.parts(item, f"{label}[{i}]", depth - 1, suffix=suffix, copy=copy)
         elif issubclass(kind, dict):
-            for key, item in list(value.items()):
-                self.parts(item, f"{label}[{key!r}]", depth - 1, suffix=suffix, copy=copy)
+            for i, (key, item) in enumerate(list(value.items())):
+                name = f"{label}[{key_name(key, i)}]"
+                self.parts(item, name, depth - 1, suffix=suffix, copy=copy)
         else:
             for name, item in object_attributes(value).items():
                 if not _dunder(name):

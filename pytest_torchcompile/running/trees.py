@@ -35,8 +35,17 @@ def containers(value: Any) -> Children | None:
     if isinstance(value, (tuple, list)):
         return [(f"[{i}]", item) for i, item in enumerate(value)]
     if isinstance(value, dict):
-        return [(f"[{k!r}]", item) for k, item in value.items()]
+        return [(f"[{key_name(k, i)}]", item) for i, (k, item) in enumerate(value.items())]
     return None
+
+
+def key_name(key: Any, position: int) -> str:
+    """A dict key as a name both sides give alike: its repr, or where that is `object`'s (an
+    address, which differs between a copy and its original: a cache keyed by objects) its type
+    and position."""
+    if getattr(type(key), "__repr__", None) is object.__repr__:
+        return f"<{type(key).__qualname__} key {position}>"
+    return repr(key)
 
 
 def leaves(tree: Any) -> Iterator[Any]:
@@ -220,6 +229,7 @@ __all__ = [
     "children",
     "containers",
     "held",
+    "key_name",
     "leaves",
     "object_attributes",
     "set_attributes",

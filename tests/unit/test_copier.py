@@ -226,3 +226,25 @@ def test_a_copy_leaves_no_reference_cycle_behind() -> None:
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+class Ordered(dict[Any, Any]):
+    """A dict that lists its keys in order of use (an LRU cache's bookkeeping)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.order: list[Any] = []
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        super().__setitem__(key, value)
+        self.order.append(key)
+
+
+def test_a_container_subclass_copied_with_its_bookkeeping_keeps_it_as_it_was() -> None:
+    """Its items go in through the builtin's own method: the state copied holds the subclass's
+    bookkeeping already, so a copy of a copy is the original again."""
+    cache = Ordered()
+    cache[Config()] = torch.ones(2)
+    cache[Config()] = torch.zeros(2)
+    copied = clone_tree(clone_tree(cache))
+    assert len(copied.order) == 2 and set(copied.order) == set(copied)
