@@ -183,14 +183,30 @@ class _CompileLedger:
         self._chain: tuple[tuple[str, str], int] | None = None
         self._chain_recompiled = False
         self._fallbacks_before_call: set[tuple[str, str]] = set()
+        # The callable an observed call enters (its module's class, None for a function), and
+        # the frame Dynamo compiled first in the call: the one every call of the callable enters.
+        self._callable: type[torch.nn.Module] | None = None
+        self._entry: str | None = None
+        # Entry frames Dynamo gave up on in a call that was excused: Dynamo marked their code
+        # to be skipped, so a later call of the callable runs them eagerly, with no compile to say so.
+        self._now_skipped: dict[type[torch.nn.Module] | None, FallbackRecord] = {}
 
-    def start_call(self) -> None:
+    def start_call(self, module_class: type[torch.nn.Module] | None) -> None:
         """An observed call begins: its fallbacks are those added from now on."""
         self._fallbacks_before_call = set(self.fallbacks)
+        self._callable = module_class
+        self._entry = None
 
     def excuse_last_call(self) -> None:
         for key in set(self.fallbacks) - self._fallbacks_before_call:
-            del self.fallbacks[key]
+            fallback = self.fallbacks.pop(key)
+            if fallback["kind"] == "skipped" and fallback["frame"] == self._entry:
+                self._now_skipped[self._callable] = FallbackRecord(
+                    frame=fallback["frame"],
+                    kind="skipped",
+                    reason="Dynamo skips this frame since it gave up compiling it in an earlier "
+                    f"call that raised ({fallback['reason']}), so later calls run it eagerly",
+                )
 
     def take(
         self,
@@ -208,6 +224,9 @@ class _CompileLedger:
         for brk in seen.breaks:
             key = (_compat.frame_id(brk.compile_id), brk.stack, brk.column)
             self._add_break(key, _summary(brk.reason))
+        skipped = self._now_skipped.get(module_class)
+        if skipped is not None and not seen.compiles:  # entered the skipped frame, compiled none
+            self.fallbacks.setdefault((skipped["frame"], skipped["kind"]), skipped)
 
     def _take_compile(
         self,
@@ -218,9 +237,12 @@ class _CompileLedger:
     ) -> None:
         self.frame_compiles += 1
         root = self.labels.note(event, module_class)
+        resumed = bool(_RESUME.match(event.code_name or ""))
         if root is not None:
-            self._follow_chain(root, call, resumed=bool(_RESUME.match(event.code_name or "")))
+            self._follow_chain(root, call, resumed=resumed)
         frame = self.labels.of(event.compile_id)
+        if self._entry is None:  # Dynamo compiles the outermost frame of a call first
+            self._entry = "" if resumed else frame  # a continuation: the call entered compiled
         if event.recompile_limit_hit:
             reason = f"{_compat.recompile_limit_setting()} reached"
             if event.recompile_reason:
@@ -396,7 +418,7 @@ class Accountant:
         self._module_class = type(module) if module is not None else None
         self._depth += 1
         self._observed += 1
-        self._compiles.start_call()
+        self._compiles.start_call(self._module_class)
         recompiles = len(self._compiles.recompiles)
         try:
             with (
