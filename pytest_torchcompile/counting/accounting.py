@@ -183,25 +183,25 @@ class _CompileLedger:
         self._chain: tuple[tuple[str, str], int] | None = None
         self._chain_recompiled = False
         self._fallbacks_before_call: set[tuple[str, str]] = set()
-        # The callable an observed call enters (its module's class, None for a function), and
-        # the frame Dynamo compiled first in the call: the one every call of the callable enters.
-        self._callable: type[torch.nn.Module] | None = None
+        # The callable an observed call enters (its module's class, or the function), and the
+        # frame Dynamo compiled first in the call: the one every call of the callable enters.
+        self._callable: object = None
         self._entry: str | None = None
         # Entry frames Dynamo gave up on in a call that was excused: Dynamo marked their code
         # to be skipped, so a later call of the callable runs them eagerly, with no compile to say so.
-        self._now_skipped: dict[type[torch.nn.Module] | None, FallbackRecord] = {}
+        self._now_skipped: dict[int, FallbackRecord] = {}  # by id: a function may be unhashable
 
-    def start_call(self, module_class: type[torch.nn.Module] | None) -> None:
+    def start_call(self, callable_key: object) -> None:
         """An observed call begins: its fallbacks are those added from now on."""
         self._fallbacks_before_call = set(self.fallbacks)
-        self._callable = module_class
+        self._callable = callable_key
         self._entry = None
 
     def excuse_last_call(self) -> None:
         for key in set(self.fallbacks) - self._fallbacks_before_call:
             fallback = self.fallbacks.pop(key)
             if fallback["kind"] == "skipped" and fallback["frame"] == self._entry:
-                self._now_skipped[self._callable] = FallbackRecord(
+                self._now_skipped[id(self._callable)] = FallbackRecord(
                     frame=fallback["frame"],
                     kind="skipped",
                     reason="Dynamo skips this frame since it gave up compiling it in an earlier "
@@ -224,7 +224,7 @@ class _CompileLedger:
         for brk in seen.breaks:
             key = (_compat.frame_id(brk.compile_id), brk.stack, brk.column)
             self._add_break(key, _summary(brk.reason))
-        skipped = self._now_skipped.get(module_class)
+        skipped = self._now_skipped.get(id(self._callable))
         if skipped is not None and not seen.compiles:  # entered the skipped frame, compiled none
             self.fallbacks.setdefault((skipped["frame"], skipped["kind"]), skipped)
 
@@ -401,7 +401,7 @@ class Accountant:
 
     @contextmanager
     def observe(
-        self, module: torch.nn.Module | None = None, cudagraphs: bool = False
+        self, module: torch.nn.Module | None = None, cudagraphs: bool = False, fn: object = None
     ) -> Iterator[None]:
         """Around a compiled call (or its backward): attribute what Dynamo does to this test.
 
@@ -409,6 +409,8 @@ class Accountant:
         frame inside torch, which the report names after the module's forward instead.
         `cudagraphs`: the call may use CUDA graphs, so their recordings are read too (which costs
         milliseconds per call, so other calls skip it).
+        `fn`: the function called where there is no module, so a frame Dynamo now skips is
+        told apart from another function's cached call.
         Exceptions pass through unchanged; a compile failure that reaches the caller is an error
         the caller sees, so it is not counted as an eager fallback.
         """
@@ -418,7 +420,9 @@ class Accountant:
         self._module_class = type(module) if module is not None else None
         self._depth += 1
         self._observed += 1
-        self._compiles.start_call(self._module_class)
+        # The callable whose frame Dynamo may skip: the module's class (its copies share the
+        # code), or the function `fn`.
+        self._compiles.start_call(self._module_class if module is not None else fn)
         recompiles = len(self._compiles.recompiles)
         try:
             with (

@@ -157,7 +157,9 @@ class Compiler:
             if isinstance(entry.compiled, Exported)  # the control backend compiles nothing
             or self.settings.backend == CONTROL_BACKEND
             else self.accountant.observe(
-                module=entry.module_copy, cudagraphs=self.settings.uses_cudagraphs
+                module=entry.module_copy,
+                cudagraphs=self.settings.uses_cudagraphs,
+                fn=entry.original,
             )
         )
         with (

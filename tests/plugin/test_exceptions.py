@@ -58,14 +58,26 @@ def test_both_sides_raising_alike_reraise_the_eager_exception(pytester):
             with pytest.raises(ValueError, match="batch too big"):
                 compile_parity(checked, torch.ones(3))
             compile_parity(checked, torch.ones(2))
+
+        def doubled(x):
+            return x * 2
+
+        @pytest.mark.compile_parity
+        def test_raises_then_another_runs_twice(compile_parity):
+            with pytest.raises(ValueError, match="batch too big"):
+                compile_parity(checked, torch.ones(3))
+            compile_parity(doubled, torch.ones(2))
+            compile_parity(doubled, torch.ones(2))  # cached: compiles nothing, and is compiled
         """
     )
     # Dynamo runs a frame that raises eagerly; as eager raised alike, that is no lost compile.
-    # But Dynamo skips that frame from then on: the later call runs eagerly, a fallback.
+    # But Dynamo skips that frame from then on: the later call runs eagerly, a fallback; another
+    # function's cached call is not.
     pytester.runpytest("--compile-backend=aot_eager", "-v").stdout.fnmatch_lines(
         [
             "*test_raises PASSED*",
             "*test_raises_then_runs FAILED*",
+            "*test_raises_then_another_runs_twice PASSED*",
             "*EagerFallbackError*",
             "*checked (*) (skipped): Dynamo skips this frame since it gave up compiling it*",
         ]
