@@ -168,12 +168,7 @@ def sync_module(source: torch.nn.Module, target: torch.nn.Module, memo: dict[int
             if _compat.module_call_hooks(src) != _compat.module_call_hooks(dst):
                 raise Restructured
             _sync_tensors(src, dst)
-            attributes = _attributes_for(src.__dict__, standing)
-            for key, value in attributes.items():
-                where = reaching_original(value, standing, key)
-                if where is not None:
-                    raise Unsynced(name, key, where)
-            synced.append((dst.__dict__, attributes))
+            synced.append((dst.__dict__, _attributes_for(name, src.__dict__, standing)))
     for held, attributes in synced:
         for key in [key for key in held if key not in attributes and key not in _SYNCED_ELSEWHERE]:
             del held[key]
@@ -222,15 +217,22 @@ def _sync_tensors(src: torch.nn.Module, dst: torch.nn.Module) -> None:
                 other.grad = None if tensor.grad is None else tensor.grad.clone()
 
 
-def _attributes_for(src: dict[str, Any], standing: dict[int, Any]) -> dict[str, Any]:
-    """Every attribute but a module's tensors, submodules and hooks, copied for the target."""
-    return {
-        name: pystate.copy_plain(value)
-        if pystate.is_plain(value) and not isinstance(value, (list, dict, set))
-        else clone_tree(value, standing)
-        for name, value in src.items()
-        if name not in _SYNCED_ELSEWHERE
-    }
+def _attributes_for(module: str, src: dict[str, Any], standing: dict[int, Any]) -> dict[str, Any]:
+    """Every attribute but a module's tensors, submodules and hooks, copied for the target;
+    Unsynced where a copy holds code that reaches an original. A plain value (numbers, strings,
+    and containers of them, copied without `standing`) holds no code and reaches none."""
+    attributes: dict[str, Any] = {}
+    for name, value in src.items():
+        if name in _SYNCED_ELSEWHERE:
+            continue
+        if pystate.is_plain(value) and not isinstance(value, (list, dict, set)):
+            attributes[name] = pystate.copy_plain(value)
+            continue
+        copied = attributes[name] = clone_tree(value, standing)
+        where = reaching_original(copied, standing, name)
+        if where is not None:
+            raise Unsynced(module, name, where)
+    return attributes
 
 
 # A module's tensors and submodules are synced by name, its hooks compared; the compiler's marks
