@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from pytest_torchcompile import _compat
 from pytest_torchcompile._version import __version__
 from pytest_torchcompile.after_failure.replay import replay
 from pytest_torchcompile.after_failure.standins import (
@@ -173,6 +174,7 @@ def _repro_text(
         settings="{\n" + "".join(f"    {k!r}: {v!r},\n" for k, v in chosen.items()) + "}",
         table="{" + ", ".join(f"{n!r}: {n}" for n in saver.makers.values()) + "}",
         fill_table="{" + ", ".join(f"{f.name!r}: {f.name}" for f in fill_ins) + "}",
+        cache=_compat.inductor_cache_dirs()[0] if settings.backend == "inductor" else None,
     )
 
 
@@ -221,10 +223,13 @@ sys.path.insert(0, str(HERE / "source"))  # copies of the test's own modules, if
 {imports}from pytest_torchcompile.after_failure.repro import run_repro  # noqa: E402
 
 SETTINGS = {settings}
+# Where the test's session kept Inductor's caches: a graph cached there, compiled for another
+# module or test, can be what diverged (a fresh cache compiles afresh).
+SESSION_CACHE = {cache!r}
 
 
 {makers}{fill_ins}if __name__ == "__main__":
-    sys.exit(run_repro(HERE / "calls.pt", SETTINGS, {table}, {fill_table}))
+    sys.exit(run_repro(HERE / "calls.pt", SETTINGS, {table}, {fill_table}, SESSION_CACHE))
 '''
 
 
@@ -581,9 +586,11 @@ def run_repro(
     settings: Mapping[str, Any],
     makers: Mapping[str, Callable[..., Any]],
     fill_ins: Mapping[str, Any] | None = None,
+    session_cache: str | None = None,
 ) -> int:
     """What repro.py runs: replay the saved calls, print the verdict; 1 while they disagree,
-    2 while a FILL IN line of repro.py is not filled in."""
+    2 while a FILL IN line of repro.py is not filled in. `session_cache`: the Inductor cache
+    the test's session compiled with, named where the replay agrees in another one."""
     fill_ins = dict(fill_ins or {})
     unfilled = [name for name, value in fill_ins.items() if value is Ellipsis]
     if unfilled:
@@ -613,6 +620,13 @@ def run_repro(
     divergence = replay(calls, resolved, examples=saved["examples"])
     if divergence is None:
         print(f"eager and compiled agree on all {len(calls)} call(s): the bug is gone")
+        if session_cache and session_cache != _compat.inductor_cache_dirs()[0]:
+            print(
+                f"note: the test's session kept Inductor's caches in {session_cache}, this run "
+                "compiled afresh; a graph served from that cache (compiled for another module or "
+                "test) can be what diverged there: "
+                f"TORCHINDUCTOR_CACHE_DIR={session_cache} python {path.parent / 'repro.py'}"
+            )
         return 0
     print(f"call {divergence.call} of {len(calls)}: {divergence.message}")
     print("eager and compiled disagree: the bug is present")

@@ -9,6 +9,7 @@ import torch
 from pytest_torchcompile.after_failure import repro, triage
 from pytest_torchcompile.after_failure.triage import stage_backends, stage_line
 from pytest_torchcompile.running.recorder import Recorder
+from pytest_torchcompile.settings import Settings
 
 
 def test_the_stages_end_with_the_configured_backend():
@@ -121,3 +122,29 @@ def test_what_pickle_refuses_is_saved_as_stand_ins_and_resolved_back(tmp_path):
     ]
     with pytest.raises(RuntimeError, match=r"holder\.gen could not be saved"):
         rebuilt.gen.send(None)
+
+
+def test_a_repro_that_agrees_in_a_fresh_cache_names_the_sessions_inductor_cache(
+    tmp_path, monkeypatch, capsys
+):
+    # A divergence can come from a graph Inductor's cache served, compiled for another module
+    # (monai's stored attention matrix: a cached backward): the repro then agrees in a fresh
+    # cache, and says where the session's cache was and how to run it there.
+    session_cache = str(tmp_path / "session-cache")
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", session_cache)
+    recorder = Recorder()
+    recorder.record(torch.nn.Linear(3, 2), (torch.randn(4, 3),), {})
+    out = tmp_path / "repro"
+    out.mkdir()
+    repro.write_repro(out, recorder.calls, Settings(backend="inductor"), False, "t", "")
+    assert f"SESSION_CACHE = {session_cache!r}" in (out / "repro.py").read_text()
+    for cache, noted in ((str(tmp_path / "fresh"), True), (session_cache, False)):
+        monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", cache)
+        # aot_eager agrees, as the fresh Inductor compile did, and keeps the test fast
+        assert (
+            repro.run_repro(out / "calls.pt", {"backend": "aot_eager"}, {}, None, session_cache)
+            == 0
+        )
+        printed = capsys.readouterr().out
+        assert "the bug is gone" in printed
+        assert (f"TORCHINDUCTOR_CACHE_DIR={session_cache} python" in printed) is noted, printed
