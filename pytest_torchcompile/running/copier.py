@@ -31,6 +31,7 @@ import inspect
 import sys
 import types
 import weakref
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -65,6 +66,9 @@ _ATOMIC: tuple[type, ...] = (
     torch.memory_format,
     torch.Size,
 )
+# Their ids, looked up by every copy of every object: a set, safe for any type (a metaclass
+# may make its classes unhashable); these types live as long as the process.
+_ATOMIC_IDS = frozenset(map(id, _ATOMIC))
 _REACH_DEPTH = 3  # from a module's globals: its objects, and what they and its classes hold
 _REACH_LIMIT = 20_000  # objects indexed per module at most, so one huge global cannot stall a copy
 _CODE_DEPTH = 6  # parts followed from a copy, through the code it shares, to an original
@@ -85,7 +89,7 @@ def clone_tree(tree: Any, memo: dict[int, Any] | None = None) -> Any:
 def is_atomic(x: Any) -> bool:
     """Whether every copy holds `x` itself: immutable values, classes, functions, modules (a
     lazy module's class, such as transformers' `_LazyModule`, is a subclass of the module's)."""
-    return type(x) in _ATOMIC or isinstance(x, (type, types.ModuleType))
+    return id(type(x)) in _ATOMIC_IDS or isinstance(x, (type, types.ModuleType))
 
 
 def is_shared(x: Any) -> bool:
@@ -209,13 +213,16 @@ class _Copier:
         found = self.memo.get(id(x), _MISSING)
         if found is not _MISSING:
             return found
+        kind = type(x)
+        if kind is dict or kind is list or kind is set:  # never shared (_ModuleLevel)
+            return self._container(x, path)
         if is_atomic(x):
             return x
         if isinstance(x, torch.Tensor):
             return self.remember(x, self._tensor(x, path))
         if self.shared.holds(x):
             return x
-        if type(x) in (list, dict, set, tuple, frozenset):
+        if kind is tuple or kind is frozenset or _plain_ordered_dict(x):
             return self._container(x, path)
         return _Objects(self).copy(x, path)  # made per object: held here, it would be a cycle
 
@@ -285,7 +292,7 @@ class _Copier:
             out.extend(self.copy(item, f"{path}[{i}]") for i, item in enumerate(x))
             return out
         if isinstance(x, dict):
-            copied: dict[Any, Any] = self.remember(x, {})
+            copied: dict[Any, Any] = self.remember(x, type(x)())
             for key, value in x.items():
                 copied[self.copy(key, path)] = self.copy(value, f"{path}[{key!r}]")
             return copied
@@ -374,8 +381,12 @@ class _Objects:
         else:
             slots = None
         if isinstance(state, dict):
+            owner = self._owner(x)
             state = {
-                key: self.copier.copy(value, self._label(x, key, path))
+                key: self.copier.copy(
+                    value,
+                    f"{path}.{key}" if owner is None else f"attribute {key!r} of module {owner!r}",
+                )
                 for key, value in state.items()
             }
         else:
@@ -389,16 +400,17 @@ class _Objects:
         for key, value in (slots or {}).items():
             setattr(y, key, self.copier.copy(value, f"{path}.{key}"))
 
-    def _label(self, x: Any, key: str, path: str) -> str:
-        """How the user knows an attribute: a module's by the path `named_modules` gives it."""
+    def _owner(self, x: Any) -> str | None:
+        """How the user knows a module whose attributes are copied: by the path `named_modules`
+        gives it, its children named before they are copied (None for other objects, whose
+        attributes are named by path). Read once per object: every attribute is labelled."""
         if not isinstance(x, torch.nn.Module):
-            return f"{path}.{key}"
+            return None
         names = self.copier.module_names
         owner = names.setdefault(id(x), type(x).__name__)
-        if key == "_modules":
-            for name, child in x._modules.items():
-                names.setdefault(id(child), f"{owner}.{name}")
-        return f"attribute {key!r} of module {owner!r}"
+        for name, child in vars(x).get("_modules", {}).items():
+            names.setdefault(id(child), f"{owner}.{name}")
+        return owner
 
 
 _MISSING = object()
@@ -414,6 +426,14 @@ def _call_shaped(tree: Any) -> bool:
         and type(tree[-1]) is dict
         and type(tree[-2]) is tuple
     )
+
+
+def _plain_ordered_dict(x: Any) -> bool:
+    """Whether `x` is an OrderedDict its copy protocol would rebuild as a dict is copied: its
+    class (whose C methods no one can replace) called with no arguments, then its items, with
+    no state of its own. A module holds eleven (its hooks), mostly empty: the protocol's
+    generic path, run for each, was most of the time copying a model took."""
+    return type(x) is OrderedDict and not vars(x) and OrderedDict not in copyreg.dispatch_table
 
 
 def _reduced(x: Any) -> tuple[Any, ...] | str:
@@ -558,14 +578,18 @@ class _Shared:
         # every copy (and every `is_shared`) time in proportion to the program's globals.
         self._indexes: list[dict[int, Any]] = [level.top_level()]
         self._seen: set[str] = set()
+        self._kinds: dict[int, type] = {}  # the classes met (by id: any class, hashable or not)
 
     def holds(self, x: Any) -> bool:
-        module = vars(type(x)).get("__module__")
-        if isinstance(module, str) and module not in self._seen:
-            self._seen.add(module)
-            index = self._level.index(module)
-            if index:
-                self._indexes.append(index)
+        kind = type(x)
+        if self._kinds.get(id(kind)) is not kind:  # its module is indexed once per copy
+            self._kinds[id(kind)] = kind
+            module = vars(kind).get("__module__")
+            if isinstance(module, str) and module not in self._seen:
+                self._seen.add(module)
+                index = self._level.index(module)
+                if index:
+                    self._indexes.append(index)
         key = id(x)
         return any(index.get(key) is x for index in self._indexes)
 

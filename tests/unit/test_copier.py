@@ -9,6 +9,7 @@ import importlib.util
 import sys
 import threading
 import types
+from collections import OrderedDict
 from typing import Any
 
 import pytest
@@ -32,6 +33,7 @@ class Config:
 
 CONFIG = Config()
 REGISTRY = {"default": Config()}
+HOOKS: OrderedDict[str, Config] = OrderedDict(default=Config())
 
 
 class Holder:
@@ -248,3 +250,43 @@ def test_a_container_subclass_copied_with_its_bookkeeping_keeps_it_as_it_was() -
     cache[Config()] = torch.zeros(2)
     copied = clone_tree(clone_tree(cache))
     assert len(copied.order) == 2 and set(copied.order) == set(copied)
+
+
+class Unhashable(type):
+    """A metaclass whose classes cannot be hashed (it defines `__eq__` and no `__hash__`)."""
+
+    def __eq__(cls, other: object) -> bool:
+        return cls is other
+
+
+class Plain(metaclass=Unhashable):
+    def __init__(self) -> None:
+        self.weight = torch.ones(2)
+
+
+def test_ordered_dicts_are_copied_as_their_protocol_rebuilds_them() -> None:
+    """A plain one as a dict is (its items copied, a cycle through it kept); one with
+    attributes of its own, or of a subclass, through the protocol; a module-level one shared."""
+    plain: OrderedDict[str, Any] = OrderedDict(w=torch.ones(2), mode=Mode.A)
+    plain["self"] = plain
+    tagged: OrderedDict[str, Any] = OrderedDict(w=torch.ones(2))
+    vars(tagged)["note"] = Config()
+    copied_plain, copied_tagged, hooks = clone_tree([plain, tagged, HOOKS])
+    assert type(copied_plain) is OrderedDict and list(copied_plain) == ["w", "mode", "self"]
+    assert copied_plain["self"] is copied_plain and copied_plain["mode"] is Mode.A
+    assert copied_plain["w"] is not plain["w"] and torch.equal(copied_plain["w"], plain["w"])
+    assert vars(copied_tagged)["note"] is not vars(tagged)["note"]
+    assert vars(copied_tagged)["note"].scale == 2.0
+    assert hooks is HOOKS
+    module = torch.nn.Linear(2, 2)
+    module.register_forward_hook(lambda *_: None)
+    copied_module = clone_tree(module)
+    assert type(copied_module._forward_hooks) is OrderedDict
+    assert copied_module._forward_hooks is not module._forward_hooks
+    assert list(copied_module._forward_hooks) == list(module._forward_hooks)
+
+
+def test_an_object_of_an_unhashable_class_is_copied() -> None:
+    original = Plain()
+    copied = clone_tree(original)
+    assert type(copied) is Plain and copied.weight is not original.weight
