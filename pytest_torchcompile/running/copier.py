@@ -216,12 +216,16 @@ class _Copier:
         kind = type(x)
         if kind is dict or kind is list or kind is set:  # never shared (_ModuleLevel)
             return self._container(x, path)
+        if kind is types.FunctionType and x.__closure__ and not self.shared.holds(x):
+            return self._closure(x, path)
         if is_atomic(x):
             return x
         if isinstance(x, torch.Tensor):
             return self.remember(x, self._tensor(x, path))
         if self.shared.holds(x):
             return x
+        if kind is types.MethodType:  # as deepcopy: the function, bound to the object's copy
+            return self.remember(x, types.MethodType(x.__func__, self.copy(x.__self__, path)))
         if kind is tuple or kind is frozenset or _plain_ordered_dict(x):
             return self._container(x, path)
         return _Objects(self).copy(x, path)  # made per object: held here, it would be a cycle
@@ -230,6 +234,44 @@ class _Copier:
         self.memo[id(x)] = y
         self.alive.append(x)
         return y
+
+    # closures -----------------------------------------------------------------------------------
+
+    def _closure(self, fn: types.FunctionType, path: str) -> Any:
+        """A function made at run time that an object holds (`self.update = wrapped`, a closure
+        over the object itself, as torchmetrics wraps a metric's `update`): where what it
+        closes over, its defaults or attributes reach an original being copied, the copy holds
+        the same code over copies of them, so calling it runs on the copy, not the caller's
+        object. Otherwise, or where a part cannot be copied, the function itself is held."""
+        if reaching_original(fn, self.memo, path) is None:
+            return fn
+        old_cells = fn.__closure__ or ()
+        fresh = [id(cell) not in self.memo for cell in old_cells]
+        cells = tuple(
+            self.remember(cell, types.CellType()) if new else self.memo[id(cell)]
+            for cell, new in zip(old_cells, fresh, strict=True)
+        )
+        rebuilt = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, None, cells)
+        self.remember(fn, rebuilt)  # before its parts: a closure may reach itself
+        try:
+            for name, old, cell, new in zip(
+                fn.__code__.co_freevars, old_cells, cells, fresh, strict=True
+            ):
+                try:
+                    contents = old.cell_contents
+                except ValueError:  # an empty cell
+                    continue
+                if new:
+                    cell.cell_contents = self.copy(contents, f"{path}.<closure variable {name}>")
+            rebuilt.__defaults__ = self.copy(fn.__defaults__, path)
+            rebuilt.__kwdefaults__ = self.copy(fn.__kwdefaults__, path)
+            rebuilt.__dict__.update(self.copy(vars(fn), path))
+        except _Refused:
+            self.memo[id(fn)] = fn
+            return fn
+        for name in ("__qualname__", "__module__", "__doc__", "__annotations__"):
+            setattr(rebuilt, name, getattr(fn, name))
+        return rebuilt
 
     # tensors -----------------------------------------------------------------------------------
 
