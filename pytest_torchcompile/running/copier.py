@@ -126,11 +126,11 @@ def shared_objects(tree: Any, depth: int = 4) -> list[Any]:
 
 def reaching_original(copied: Any, memo: dict[int, Any], path: str) -> str | None:
     """Where `copied` (made with `memo`, named `path`) reaches an original that `memo` has a copy
-    of: the path to it (`update.__wrapped__.__self__`), or None. Code is shared, never copied, so a function held by a copy (a closure, a
-    function's defaults or attributes, a bound method's object, a partial's arguments) still
-    reaches whatever the original's code reached, and so does a weak reference: calling such a
-    copy runs on, or changes, the original (torchmetrics keeps a metric's `update` wrapped in a
-    closure over the metric itself). Module-level objects are shared by design: not followed."""
+    of: the path to it (`update.__wrapped__.__self__`), or None. Code is shared, never copied: a
+    closure is rebuilt over copies of what it closes over, but one whose parts cannot be copied
+    is held as it is, and so is a weak reference: calling such a copy runs on, or changes, the
+    original (a metric's `update` wrapped in a closure over the metric and a lock).
+    Module-level objects are shared by design: not followed."""
     pending: list[tuple[Any, str, int]] = [(copied, path, _CODE_DEPTH)]
     seen: set[int] = set()
     while pending and len(seen) < _CODE_LIMIT:

@@ -295,13 +295,42 @@ def test_sums(n):
 """
 
 
+# The same closure over a lock too: the copier cannot rebuild it over the copy.
+WRAPPED_WITH_LOCK = WRAPPED_UPDATE.replace(
+    "import pytest, torch", "import threading, pytest, torch"
+).replace(
+    "        def wrapped(x):\n",
+    "        lock = threading.Lock()\n\n        def wrapped(x):\n            assert lock is not None\n",
+)
+
+
 @needs_regions
 @pytest.mark.parametrize("backend", ["none", "aot_eager"])
-def test_a_module_holding_code_bound_to_itself_is_compiled_per_test_and_says_why(pytester, backend):
-    """A synced copy would hold the test's module's closure, and its calls would update the
-    test's module: such a module is never shared (each test copies it through its own copy
-    protocol and compiles it), and the report says why."""
+def test_a_module_holding_code_bound_to_itself_is_shared_with_its_closure_rebuilt(
+    pytester, backend
+):
+    """The synced copy's `update` is the closure rebuilt over the copy (its calls update the
+    copy, never the test's module): the module is shared like any other."""
     pytester.makepyfile(test_suite=WRAPPED_UPDATE)
+    result = _run(pytester, f"--compile-backend={backend}", "--compile-parity-every-call")
+    result.assert_outcomes(passed=3)
+    report = json.loads((pytester.path / "r.json").read_text())
+    [calls] = report["tests"]["test_suite.py::test_sums[3]"]["module_calls"]
+    assert (calls["outcome"], calls["calls"], calls["reason"]) == ("checked", 3, "")
+    if backend == "aot_eager":
+        assert _checks(pytester)["test_sums[3]"].get("reused a compile", 0) >= 2
+
+
+@needs_regions
+@pytest.mark.parametrize("backend", ["none", "aot_eager"])
+def test_a_module_holding_code_bound_to_itself_that_cannot_be_rebuilt_is_compiled_per_test(
+    pytester, backend
+):
+    """Where the closure also holds what cannot be copied (a lock), a synced copy would hold
+    the test's module's closure, and its calls would update the test's module: such a module
+    is never shared (each test copies it through its own copy protocol and compiles it), and
+    the report says why."""
+    pytester.makepyfile(test_suite=WRAPPED_WITH_LOCK)
     result = _run(pytester, f"--compile-backend={backend}", "--compile-parity-every-call")
     result.assert_outcomes(passed=3)
     report = json.loads((pytester.path / "r.json").read_text())
@@ -309,7 +338,7 @@ def test_a_module_holding_code_bound_to_itself_is_compiled_per_test_and_says_why
     assert (calls["outcome"], calls["calls"]) == ("checked", 3)
     assert calls["reason"].startswith(
         "compiled for this test alone, not shared: attribute 'update' of the module holds code "
-        "that reaches the module synced from (update.<closure variable update>.__self__)"
+        "that reaches the module synced from (update.<closure variable "
     )
 
 
