@@ -266,7 +266,10 @@ class _Copier:
             rebuilt.__defaults__ = self.copy(fn.__defaults__, path)
             rebuilt.__kwdefaults__ = self.copy(fn.__kwdefaults__, path)
             rebuilt.__dict__.update(self.copy(vars(fn), path))
-        except _Refused:
+        except _Refused:  # held as it is; no half-filled cell serves another closure
+            for cell, new in zip(old_cells, fresh, strict=True):
+                if new:
+                    del self.memo[id(cell)]
             self.memo[id(fn)] = fn
             return fn
         for name in ("__qualname__", "__module__", "__doc__", "__annotations__"):

@@ -290,3 +290,24 @@ def test_an_object_of_an_unhashable_class_is_copied() -> None:
     original = Plain()
     copied = clone_tree(original)
     assert type(copied) is Plain and copied.weight is not original.weight
+
+
+def test_a_closure_over_its_object_is_rebuilt_over_the_copy_unless_a_part_cannot_be_copied():
+    class Holder:
+        pass
+
+    def over(obj: Holder, *extra: object):
+        def get() -> tuple[object, ...]:
+            return (obj, *extra)
+
+        return get
+
+    held = Holder()
+    held.get = over(held)
+    held.method = held.get  # the same closure twice: one rebuilt function in the copy
+    copied = clone_tree(held)
+    assert copied.get() == (copied,) and copied.get is copied.method
+    assert held.get() == (held,)  # the original's closure untouched
+    locked = Holder()
+    locked.get = over(locked, threading.Lock())  # a lock cannot be copied: held as it is
+    assert clone_tree(locked).get is locked.get
