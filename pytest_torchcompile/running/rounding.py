@@ -45,6 +45,11 @@ _SELECTIONS = frozenset(
 # the input, and a float32 var at a large offset accumulated in float32 is a real divergence.
 _SUMS = frozenset({"sum", "nansum", "mean"})
 
+# Sums of products (matrix products), and the argument holding the left factor: each result
+# element sums k products, whose partial sums scale with sum |a||b|, not with the result, where
+# they cancel (a squared distance |x|^2 + |y|^2 - 2 x.y of a point to itself).
+_PRODUCTS = {"mm": 0, "bmm": 0, "mv": 0, "dot": 0, "vdot": 0, "addmm": 1, "baddbmm": 1, "addmv": 1}
+
 
 def _accumulates(dtype: torch.dtype) -> torch.dtype:
     """The precision a sum of `dtype` accumulates in: float32 for float16 and bfloat16 too."""
@@ -167,6 +172,37 @@ def _term_magnitudes(args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Ten
     return torch.amax(wide, dim=list(dims), keepdim=keepdim)
 
 
+def _product_terms(
+    name: str, func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[int, torch.Tensor] | None:
+    """For a matrix product, the terms each result element sums (counted as `largest` is: the
+    result's size times k) and their scale per element, the same product of the arguments'
+    magnitudes in float64; None for other operations or arguments this does not read."""
+    left = _PRODUCTS.get(name)
+    if left is None or len(args) <= left or not isinstance(args[left], torch.Tensor):
+        return None
+    factor = args[left]
+    if factor.layout != torch.strided or not factor.dim():
+        return None
+    try:
+        scale = func(*_widened(_magnitudes(args)), **_widened(kwargs)).abs()
+    except Exception:  # a dtype or layout the float64 product does not take
+        return None
+    return scale.numel() * factor.shape[-1], scale
+
+
+def _magnitudes(value: Any) -> Any:
+    """`value` with its floating tensors replaced by their absolute values, through tuples,
+    lists and dicts (scalars too: a product's alpha and beta)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().abs() if value.is_floating_point() else value
+    if isinstance(value, float):
+        return abs(value)
+    if isinstance(value, tuple | list):
+        return type(value)(_magnitudes(item) for item in value)
+    return value
+
+
 def _widened(value: Any) -> Any:
     """`value` with its floating tensors in float64, through tuples, lists and dicts."""
     if isinstance(value, torch.Tensor):
@@ -244,6 +280,10 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
         results = list(result) if isinstance(result, tuple | list) else [result]
         exact = _exact_in_float64(func, args, kwargs, results)
         magnitude: list[float | torch.Tensor] = []  # the terms' scale, where a result sums
+        products = _product_terms(name, func, args, kwargs)
+        if products is not None:
+            largest, scale = products
+            magnitude.append(scale)
 
         def move(value: Any, exact: torch.Tensor | None) -> Any:
             if (
