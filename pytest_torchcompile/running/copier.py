@@ -23,6 +23,7 @@ with the attribute path that leads to it.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import copyreg
 import enum
@@ -242,7 +243,8 @@ class _Copier:
         over the object itself, as torchmetrics wraps a metric's `update`): where what it
         closes over, its defaults or attributes reach an original being copied, the copy holds
         the same code over copies of them, so calling it runs on the copy, not the caller's
-        object. Otherwise, or where a part cannot be copied, the function itself is held."""
+        object. Otherwise the function itself is held; where a part cannot be copied, a twin of
+        it over the same originals (copies made meanwhile may hold the twin already)."""
         if reaching_original(fn, self.memo, path) is None:
             return fn
         old_cells = fn.__closure__ or ()
@@ -266,12 +268,17 @@ class _Copier:
             rebuilt.__defaults__ = self.copy(fn.__defaults__, path)
             rebuilt.__kwdefaults__ = self.copy(fn.__kwdefaults__, path)
             rebuilt.__dict__.update(self.copy(vars(fn), path))
-        except _Refused:  # held as it is; no half-filled cell serves another closure
-            for cell, new in zip(old_cells, fresh, strict=True):
+        except _Refused:
+            # Held as it is: the copy runs on the originals. The rebuilt function may already be
+            # held by copies made while filling its cells (a hook reached again through a
+            # submodule), so it becomes the original's twin, never a half-filled closure.
+            for cell, old, new in zip(cells, old_cells, fresh, strict=True):
                 if new:
-                    del self.memo[id(cell)]
-            self.memo[id(fn)] = fn
-            return fn
+                    with contextlib.suppress(ValueError):  # an empty cell stays empty
+                        cell.cell_contents = old.cell_contents
+            rebuilt.__defaults__, rebuilt.__kwdefaults__ = fn.__defaults__, fn.__kwdefaults__
+            rebuilt.__dict__.clear()
+            rebuilt.__dict__.update(vars(fn))
         for name in ("__qualname__", "__module__", "__doc__", "__annotations__"):
             setattr(rebuilt, name, getattr(fn, name))
         return rebuilt

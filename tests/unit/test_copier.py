@@ -310,4 +310,34 @@ def test_a_closure_over_its_object_is_rebuilt_over_the_copy_unless_a_part_cannot
     assert held.get() == (held,)  # the original's closure untouched
     locked = Holder()
     locked.get = over(locked, threading.Lock())  # a lock cannot be copied: held as it is
-    assert clone_tree(locked).get is locked.get
+    assert clone_tree(locked).get() == locked.get()
+
+
+def test_a_closure_refused_after_a_copy_took_it_runs_whole_on_the_originals():
+    """A hook on every submodule closing over the model (through an object) and a dict keyed by
+    an autograd node, which no copy takes: the submodules' copies, made while filling the
+    hook's cells, hold the rebuilt hook; after the refusal it must still run (torch-pruning's
+    dependency graph), on the originals, as the hook itself would."""
+
+    class Graph:
+        def __init__(self, model: torch.nn.Module) -> None:
+            self.model = model
+
+    net = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.ReLU())
+    graph = Graph(net)
+    x = torch.randn(2, 3, requires_grad=True)
+    nodes = {(x * 2).grad_fn: net[0]}
+    visited: dict[torch.nn.Module, int] = {}
+
+    def hook(module: torch.nn.Module, args: object, out: torch.Tensor) -> None:
+        visited[module] = visited.get(module, 0) + 1
+        nodes[out.grad_fn] = module
+        assert graph.model is net
+
+    for module in net.modules():
+        module.register_forward_hook(hook)
+    copied = clone_tree(net)
+    copied(x)
+    assert len(visited) == 3 and all(m in visited for m in copied.modules())
+    held = {id(h) for m in copied.modules() for h in m._forward_hooks.values()}
+    assert len(held) == 1  # one function in the copy, as in the original
