@@ -140,7 +140,10 @@ class Interceptor:
             replayed = call.replayed(self._copies)
             inputs = clone_tree((call.args, dict(call.kwargs)))
             with self._wrappers.originals():  # the walk reads the functions' own code
-                world = self._worlds.of(call.target.fn).for_call(call.args, call.kwargs)
+                world = self._worlds.of(call.target.fn)
+                if not world.walked_from(call.target.fn):  # a hook registered since
+                    world = self._worlds.renew(call.target.fn)
+                world = world.for_call(call.args, call.kwargs)
             before = world.capture()
         except Skip as skip:
             self._count(call, "skipped", str(skip))

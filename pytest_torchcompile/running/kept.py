@@ -22,5 +22,10 @@ class KeptFor(Generic[T]):
             kept = self._kept[id(obj)] = (obj, self._make(obj))
         return kept[1]
 
+    def renew(self, obj: Any) -> T:
+        """A new value for `obj`, kept in place of the old one."""
+        kept = self._kept[id(obj)] = (obj, self._make(obj))
+        return kept[1]
+
 
 __all__ = ["KeptFor"]

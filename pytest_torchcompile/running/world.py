@@ -183,6 +183,7 @@ class World:
         self._tensor_copies: dict[tuple[str, int], torch.Tensor] = {}
         self._kept_bytes = 0
         self.unrestored: list[str] = []  # parts a run changed that no run can put back
+        self._code: list[Any] = []  # the hooks and code attributes walked from (`of`), held
 
     @classmethod
     def of(cls, fn: Callable[..., Any]) -> World:
@@ -190,7 +191,18 @@ class World:
         walk = _Walk(_Found())
         walk.callable(fn)
         walk.generators(fn, "the module")
-        return cls(walk.found)
+        world = cls(walk.found)
+        world._code = _code_around(fn)
+        return world
+
+    def walked_from(self, fn: Callable[..., Any]) -> bool:
+        """Whether `fn`'s hooks and the code its modules hold are still those this world was
+        walked from: a hook registered since (a new closure over a new dict, as a layer
+        attribution registers per call) reaches what this world does not put back."""
+        now = _code_around(fn)
+        return len(now) == len(self._code) and all(
+            a is b for a, b in zip(now, self._code, strict=True)
+        )
 
     def for_call(self, args: tuple[Any, ...], kwargs: Any) -> World:
         """This world with the parts one call's inputs add: the code among them (a callback),
@@ -387,6 +399,18 @@ def _class_data(cls: type) -> dict[str, Any]:
 def _code_or_descriptor(value: Any) -> bool:
     kind = type(value)
     return issubclass(kind, type) or hasattr(kind, "__get__")
+
+
+def _code_around(fn: Any) -> list[Any]:
+    """The code a call of module `fn` runs besides its classes' methods: its modules' hooks and
+    the code they hold in attributes, and the global module hooks; [] for a function."""
+    if not isinstance(fn, torch.nn.Module):
+        return []
+    code: list[Any] = []
+    for module in fn.modules():
+        code += _compat.module_call_hooks(module)
+        code += [value for value in vars(module).values() if _code_like(value)]
+    return code + _compat.global_module_hooks()
 
 
 # --- the walk ---------------------------------------------------------------------------------------
