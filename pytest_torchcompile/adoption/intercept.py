@@ -48,7 +48,7 @@ from pytest_torchcompile.running.recorder import Recorder
 from pytest_torchcompile.running.shared_compiles import SharedCompiles
 from pytest_torchcompile.running.signatures import Skip
 from pytest_torchcompile.running.targets import Target
-from pytest_torchcompile.running.world import World, unseen
+from pytest_torchcompile.running.world import Worlds, unseen
 from pytest_torchcompile.settings import Settings
 
 _REASON_LIMIT = 200  # characters of an exception kept in a skip reason
@@ -87,7 +87,7 @@ class Interceptor:
         self.functions = functions  # --compile-parity-functions: what is wrapped, and not
         self._wrappers = Wrappers(self._intercept, functions, constructions)
         self._plain_s = 0.0  # the test's own call, of the call being intercepted
-        self._worlds = KeptFor(World.of)  # by the module or function called
+        self._worlds = Worlds()  # by the module or function called
         self._recorders: KeptFor[Recorder] = KeptFor(lambda _: Recorder())  # checks, for triage
         self._isolation: Any = None
 
@@ -140,10 +140,7 @@ class Interceptor:
             replayed = call.replayed(self._copies)
             inputs = clone_tree((call.args, dict(call.kwargs)))
             with self._wrappers.originals():  # the walk reads the functions' own code
-                world = self._worlds.of(call.target.fn)
-                if not world.walked_from(call.target.fn):  # a hook registered since
-                    world = self._worlds.renew(call.target.fn)
-                world = world.for_call(call.args, call.kwargs)
+                world = self._worlds.of(call.target.fn).for_call(call.args, call.kwargs)
             before = world.capture()
         except Skip as skip:
             self._count(call, "skipped", str(skip))

@@ -34,6 +34,7 @@ import torch
 
 from pytest_torchcompile import _compat, _paths
 from pytest_torchcompile.running.copier import clone_tree, is_atomic, shared_objects
+from pytest_torchcompile.running.kept import KeptFor
 from pytest_torchcompile.running.pystate import is_plain
 from pytest_torchcompile.running.trees import object_attributes, set_attributes, slots, static_dict
 
@@ -401,6 +402,18 @@ def _code_or_descriptor(value: Any) -> bool:
     return issubclass(kind, type) or hasattr(kind, "__get__")
 
 
+class Worlds:
+    """The world around each module or function called, walked at its first call and again
+    where the code around it has changed since (`World.walked_from`)."""
+
+    def __init__(self) -> None:
+        self._kept = KeptFor(World.of)
+
+    def of(self, fn: Callable[..., Any]) -> World:
+        world = self._kept.of(fn)
+        return world if world.walked_from(fn) else self._kept.renew(fn)
+
+
 def _code_around(fn: Any) -> list[Any]:
     """The code a call of module `fn` runs besides its classes' methods: its modules' hooks and
     the code they hold in attributes, and the global module hooks; [] for a function."""
@@ -637,6 +650,7 @@ __all__ = [
     "RngState",
     "World",
     "WorldState",
+    "Worlds",
     "generator_fingerprint",
     "generator_state",
     "is_generator",
