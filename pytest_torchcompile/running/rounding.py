@@ -185,7 +185,7 @@ def _product_terms(
     if factor.layout != torch.strided or not factor.dim():
         return None
     try:
-        scale = func(*_widened(_magnitudes(args)), **_widened(kwargs)).abs()
+        scale = func(*_widened(_magnitudes(args)), **_widened(_magnitudes(kwargs))).abs()
     except Exception:  # a dtype or layout the float64 product does not take
         return None
     return scale.numel() * factor.shape[-1], scale
@@ -196,10 +196,12 @@ def _magnitudes(value: Any) -> Any:
     lists and dicts (scalars too: a product's alpha and beta)."""
     if isinstance(value, torch.Tensor):
         return value.detach().abs() if value.is_floating_point() else value
-    if isinstance(value, float):
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return abs(value)
     if isinstance(value, tuple | list):
         return type(value)(_magnitudes(item) for item in value)
+    if isinstance(value, dict):
+        return {key: _magnitudes(item) for key, item in value.items()}
     return value
 
 

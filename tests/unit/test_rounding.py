@@ -286,3 +286,19 @@ def test_a_kink_one_sample_leaves_alone_its_mirror_crosses() -> None:
     assert report.ok, report.failure_message()
     wrong = compare(side(eager), side(crossed * 4), CompareOptions(), **noise)
     assert not wrong.ok and "moved the other way" in wrong.failure_message()
+
+
+def test_a_products_scale_takes_alpha_and_beta_by_magnitude() -> None:
+    """addmm's alpha and beta come as keywords: C - 2 A B, cancelling to a residue, has terms
+    of the scale |C| + 2 |A||B|, and its noise moves it by units of that scale, not of the
+    residue (a negative alpha taken as it is would cancel the scale too)."""
+    generator = torch.Generator().manual_seed(0)
+    a = torch.randn(8, 16, generator=generator) * 10
+    c = 2 * (a @ a.T)
+    plain = torch.addmm(c, a, a.T, alpha=-2)
+    with RoundingNoise(0):
+        noisy = torch.addmm(c, a, a.T, alpha=-2)
+    # on the diagonal, |A||B| is A B itself: a negative alpha would leave no scale there
+    terms = float(c.diagonal().max())
+    assert float(plain.diagonal().abs().max()) < 1e-3 * terms  # the residue
+    assert float((noisy - plain).diagonal().abs().max()) >= torch.finfo().eps * terms
