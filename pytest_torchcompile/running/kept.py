@@ -19,7 +19,7 @@ class KeptFor(Generic[T]):
     def of(self, obj: Any) -> T:
         kept = self._kept.get(id(obj))
         if kept is None or kept[0] is not obj:
-            kept = self._kept[id(obj)] = (obj, self._make(obj))
+            return self.renew(obj)
         return kept[1]
 
     def renew(self, obj: Any) -> T:

@@ -414,15 +414,22 @@ class Worlds:
         return world if world.walked_from(fn) else self._kept.renew(fn)
 
 
+def _module_code(module: torch.nn.Module) -> Iterator[tuple[Any, str]]:
+    """The code a call of `module` itself runs besides its classes' methods, each with what it
+    is: its hooks and the code it holds in attributes (a `forward` swapped for a partial, a
+    callback). Its submodules' are theirs; the global module hooks run around every call."""
+    yield from ((hook, "a hook") for hook in _compat.module_call_hooks(module))
+    for name, value in vars(module).items():
+        if _code_like(value):
+            yield value, f"attribute {name!r}"
+
+
 def _code_around(fn: Any) -> list[Any]:
-    """The code a call of module `fn` runs besides its classes' methods: its modules' hooks and
-    the code they hold in attributes, and the global module hooks; [] for a function."""
+    """The code a call of module `fn` runs besides its classes' methods (`_module_code` of
+    each of its modules, and the global module hooks); [] for a function."""
     if not isinstance(fn, torch.nn.Module):
         return []
-    code: list[Any] = []
-    for module in fn.modules():
-        code += _compat.module_call_hooks(module)
-        code += [value for value in vars(module).values() if _code_like(value)]
+    code = [code for module in fn.modules() for code, _ in _module_code(module)]
     return code + _compat.global_module_hooks()
 
 
@@ -443,11 +450,8 @@ class _Walk:
             for module in fn.modules():
                 for cls in type(module).__mro__:
                     self._class(cls, depth)
-                for hook in _compat.module_call_hooks(module):
-                    self._value(hook, "a hook", depth, user=False)
-                for name, value in vars(module).items():
-                    if _code_like(value):
-                        self._value(value, f"attribute {name!r}", depth, user=False)
+                for code, what in _module_code(module):
+                    self._value(code, what, depth, user=False)
             for hook in _compat.global_module_hooks():
                 self._value(hook, "a global module hook", depth, user=False)
         elif _code_like(fn):
