@@ -959,6 +959,18 @@ def compiler_decompositions() -> Mapping[Any, Callable[..., Any]]:
     return select_decomp_table()
 
 
+def argument(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], name: str) -> Any:
+    """The value ATen overload `func` was called with for its argument `name`, positional or
+    keyword, its schema's default where the call left it out (None where it has none)."""
+    schema = getattr(func, "_schema", None)
+    for index, parameter in enumerate(schema.arguments if schema is not None else ()):
+        if parameter.name == name:
+            if name in kwargs:
+                return kwargs[name]
+            return args[index] if index < len(args) else parameter.default_value
+    return None
+
+
 def op_name(func: Any) -> str:
     """The ATen name of overload `func`, without namespace or overload: "embedding"."""
     schema = getattr(func, "_schema", None)

@@ -577,6 +577,54 @@ def sums_in_one_lane_one_row_off(
     return run
 
 
+class _NearValuesRoundedOtherwise(torch.overrides.TorchFunctionMode):
+    """topk and argmin see their input as another rounding would leave it: each value moved by
+    one unit of its dtype, up or down by its position's parity. Near-equal neighbours (one unit
+    apart, or equal) then come out in the other order, as in Inductor's distances."""
+
+    def __torch_function__(
+        self, func: Any, types: Any, args: Sequence[Any] = (), kwargs: Any = None
+    ) -> Any:
+        kwargs = dict(kwargs or {})
+        if func in (torch.topk, torch.Tensor.topk, torch.argmin, torch.Tensor.argmin) and args:
+            x, *rest = args
+            if isinstance(x, torch.Tensor) and x.is_floating_point():
+                unit = torch.finfo(x.dtype).eps * x.abs()
+                parity = (torch.arange(x.numel()).reshape(x.shape) % 2) * 2 - 1
+                x = x + (unit * parity).to(x.dtype)
+                return func(x, *rest, **kwargs)
+        return func(*args, **kwargs)
+
+
+def near_values_rounded_otherwise(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Compiled:
+    """Correct, not planted: topk and argmin order values one unit apart as another rounding of
+    them would (the pairs a miner keeps at equal distances, in Inductor's order)."""
+
+    def run(*args: Any) -> Any:
+        with _NearValuesRoundedOtherwise():
+            return gm(*args)
+
+    return run
+
+
+def near_values_rounded_otherwise_one_index_off(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> Compiled:
+    """As near_values_rounded_otherwise, and the last element of the first integer output
+    points one place further: an index no order of near-equal values returns."""
+    correct = near_values_rounded_otherwise(gm, example_inputs)
+
+    def run(*args: Any) -> Any:
+        outs = _as_list(correct(*args))
+        first = next(o for o in outs if isinstance(o, torch.Tensor) and not o.is_floating_point())
+        first.view(-1)[-1] += 1
+        return outs
+
+    return run
+
+
 # --- a wrong compile at each stage of the stack, for the stage bisect (issue 11) ---
 #
 # The bisect replays a failure with backends eager (TorchDynamo alone), aot_eager (+ AOTAutograd),

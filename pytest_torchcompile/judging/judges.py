@@ -28,6 +28,7 @@ from torch import Tensor
 from pytest_torchcompile.judging import rules
 from pytest_torchcompile.judging.closeness import Scan, distance, is_inexact, num, scan_leaf
 from pytest_torchcompile.judging.verdicts import JudgingError as JudgingError
+from pytest_torchcompile.judging.verdicts import NoiseSample as NoiseSample
 from pytest_torchcompile.judging.verdicts import Outcome as Outcome
 from pytest_torchcompile.judging.verdicts import Verdict as Verdict
 
@@ -75,7 +76,7 @@ class Evidence(Protocol):
 
     def reference(self, name: str, e: Tensor) -> tuple[Tensor | None, str]: ...
 
-    def noise(self, name: str, e: Tensor, *, mirrored: bool) -> Noise | None: ...
+    def noise(self, name: str, e: Tensor, *, sample: NoiseSample) -> Noise | None: ...
 
     def noise_rows(self, name: str, e: Tensor, c: Tensor) -> RowSample | None: ...
 
@@ -169,11 +170,11 @@ class _Widened:
         r, why_not = self.inner.reference(name, self.eager)
         return _wide(r), why_not
 
-    def noise(self, name: str, e: Tensor, *, mirrored: bool) -> Noise | None:
-        sample = self.inner.noise(name, self.eager, mirrored=mirrored)
-        if sample is None:
+    def noise(self, name: str, e: Tensor, *, sample: NoiseSample) -> Noise | None:
+        found = self.inner.noise(name, self.eager, sample=sample)
+        if found is None:
             return None
-        return Noise(_wide(sample.noisy), _wide(sample.base), sample.raised)
+        return Noise(_wide(found.noisy), _wide(found.base), found.raised)
 
     def noise_rows(self, name: str, e: Tensor, c: Tensor) -> RowSample | None:
         return None
@@ -244,7 +245,8 @@ def float64_reference(case: Case, so_far: Outcome) -> Outcome | None:
 
 def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
     """Rule 3 (rules.by_rounding_noise): compiled moved no further than eager's own rounding
-    noise moves eager; its mirrored sample where the first does not excuse the leaf. NaN and inf
+    noise moves eager; its mirrored sample where the first does not excuse the leaf, then eager
+    with near-equal values ordered the other way round (an index a topk or argmin takes). NaN and inf
     placement is never noise, except where the noise makes eager non-finite there too."""
     scan = so_far.scan
     if case.exact or so_far.final or not case.evidence.noise_given or scan is None:
@@ -262,8 +264,8 @@ def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
     lines: list[str] = []
     unexcused = so_far.boundaries.wrong  # where no sample judges them, they stand
     explained: Tensor | None = None  # boundary elements the first sample explained
-    for mirrored in (False, True):
-        sample = case.reruns.noise(case.name, case.e, mirrored=mirrored)
+    for which in ("perturbed", "mirrored"):
+        sample = case.reruns.noise(case.name, case.e, sample=which)
         if sample is None:
             continue
         if sample.raised:
@@ -278,7 +280,7 @@ def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
             sample.base,
             scan,
             so_far.boundaries,
-            mirrored=mirrored,
+            mirrored=which == "mirrored",
             explained_before=explained,
         )
         lines += judged.lines
@@ -315,8 +317,32 @@ def _on_rows(case: Case, so_far: Outcome, sample: RowSample) -> Outcome | None:
     )
 
 
+def near_ties(case: Case, so_far: Outcome) -> Outcome | None:
+    """Rule 4 (rules.by_near_ties): compiled took near-equal values in another
+    order than eager (the index a topk or argmin returns), where eager taking them in the other
+    order returns compiled's value at every element that differs. Integers too: an index is
+    exact, but which of two near-equal values it points to is rounding. Silent where that
+    order changes nothing in this leaf (no near tie reached it)."""
+    scan = so_far.scan if so_far.scan is not None else case.plain
+    if case.problems or not case.evidence.noise_given:
+        return None
+    if case.reruns.reproduction(case.name, case.e).kind != "reproduced":
+        return None
+    sample = case.reruns.noise(case.name, case.e, sample="ties")
+    if sample is None or sample.raised or sample.noisy is None:
+        return None
+    base = sample.base if sample.base is not None else case.e
+    if sample.noisy.shape != case.e.shape or rules.identical(sample.noisy, base):
+        return None
+    judged = rules.by_near_ties(case.e, case.c, sample.noisy, case.rtol, case.atol, scan)
+    if not judged.passed:
+        return dataclasses.replace(judged, final=so_far.final)
+    note = f"{_outside(case, case.plain)}; excused as near ties: {judged.lines[-1].strip()}"
+    return Outcome(Verdict.EXCUSED, judged.rule, judged.scan, note=note)
+
+
 def run_to_run_spread(case: Case, so_far: Outcome) -> Outcome | None:
-    """Rule 4 (rules.by_eager_spread): where eager's own runs differ (a plain re-run does not
+    """Rule 5 (rules.by_eager_spread): where eager's own runs differ (a plain re-run does not
     reproduce it, or one of a few more differs where the rules failed), compiled within eager's
     run-to-run spread passes, with a note. Whatever the rules before it found, they judged one
     eager run: where eager varies, that is what compiled is held to. Metadata it cannot excuse."""
@@ -355,6 +381,7 @@ ORDER: tuple[tuple[str, Judge], ...] = (
     ("assert_close", assert_close),
     (rules.REFERENCE, float64_reference),
     (rules.NOISE, rounding_noise),
+    (rules.TIES, near_ties),
     (rules.SPREAD, run_to_run_spread),
 )
 """The judges in the order docs/compared.md lists them; then the control (parity.py), which

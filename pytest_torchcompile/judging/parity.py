@@ -165,6 +165,7 @@ def compare(
     perturbed: Callable[[], SideResult] | None = None,
     noise_base: Callable[[], SideResult] | None = None,
     mirrored: Callable[[], SideResult] | None = None,
+    ties: Callable[[], SideResult] | None = None,
     control: Callable[[], SideResult] | None = None,
     rebuilt: bool = False,
     on_rows: RowRuns | None = None,
@@ -176,7 +177,8 @@ def compare(
     expensive re-runs; each is called at most once, and only when some leaf fails the plain
     tolerance (reference), still fails after the reference (perturbed, and noise_base: the same
     re-run without the noise, which the noise is measured from; without it, from eager), still
-    fails after the perturbed re-run (mirrored: its noise moved the other way), or fails outright
+    fails after the perturbed re-run (mirrored: its noise moved the other way; then ties: no
+    noise, near-equal values ordered the other way round), or fails outright
     (eager_again; and control: the call through the compiled side's own path with no compiler,
     which tells the checker's own differences from the compiler's). With `rebuilt` (a plain
     re-run reproduced this kind of call before), eager is taken as reproduced for the rules
@@ -192,6 +194,7 @@ def compare(
         perturbed,
         noise_base,
         mirrored,
+        ties=ties,
         control=control,
         rebuilt=rebuilt,
         on_rows=on_rows,

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from pytest_torchcompile.judging import rules, samples
 from pytest_torchcompile.judging.closeness import dense, distance, is_inexact, num, same_nonfinite
-from pytest_torchcompile.judging.judges import Noise, Reproduction, RowSample
+from pytest_torchcompile.judging.judges import Noise, NoiseSample, Reproduction, RowSample
 from pytest_torchcompile.running import trees
 from pytest_torchcompile.running.sides import SideResult, Stopwatch
 from pytest_torchcompile.running.snapshot import Unfaithful
@@ -181,6 +181,7 @@ class Reruns:
         noise_base: Callable[[], SideResult] | None,
         mirrored: Callable[[], SideResult] | None = None,
         *,
+        ties: Callable[[], SideResult] | None = None,
         control: Callable[[], SideResult] | None = None,
         rebuilt: bool = False,
         on_rows: RowRuns | None = None,
@@ -197,6 +198,7 @@ class Reruns:
         self.eager_again = self.eager.again
         self.perturbed = _Rerun(perturbed)
         self.mirrored = _Rerun(mirrored)
+        self.ties = _Rerun(ties)
         self.noise_base = _Rerun(noise_base)
         self.control = _Rerun(control)
 
@@ -260,11 +262,12 @@ class Reruns:
             return None, f"the reference has shape {tuple(value.shape)}, eager {tuple(e.shape)}"
         return dense(value).to(e.device), ""
 
-    def noise(self, name: str, e: Tensor, *, mirrored: bool) -> Noise | None:
-        """A rounding-noise sample of this leaf (the mirrored one: every value moved the other
-        way), with its noiseless base (eager itself where no base re-run is given); None where
-        that sample is not given."""
-        noisy_run = self.mirrored if mirrored else self.perturbed
+    def noise(self, name: str, e: Tensor, *, sample: NoiseSample) -> Noise | None:
+        """A rounding-noise sample of this leaf (`NoiseSample`), with its noiseless base (eager
+        itself where no base re-run is given); None where that sample is not given."""
+        noisy_run = {"perturbed": self.perturbed, "mirrored": self.mirrored, "ties": self.ties}[
+            sample
+        ]
         if not noisy_run.given:
             return None
         for rerun in (noisy_run, self.noise_base):
@@ -324,6 +327,7 @@ class Reruns:
             *self.eager.runs,
             self.perturbed,
             self.mirrored,
+            self.ties,
             self.noise_base,
             self.control,
             *self._sampled,
@@ -351,6 +355,7 @@ class _RowReruns(Reruns):
             runs["mirrored"],
             runs["noise_base"],
         )
+        self.ties = runs.get("ties", _Rerun(None))
         self._reference = reference
 
     @property

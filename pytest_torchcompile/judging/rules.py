@@ -39,6 +39,9 @@ re-run from the call's snapshot reproduces eager's first result (`reproduces`):
    reference are excused first, one by one, where the noise takes eager across too; the rest of
    the leaf is judged by the rms. NaN/inf placement is never excused, except compiled
    non-finite where the noise makes eager non-finite too (a sum that overflows in another order).
+3. `by_near_ties`: for the indices an ordering operation takes of values within rounding of each
+   other, the leaf passes iff eager re-run with near-equal values taken the other way round
+   (running/ties.py) returns compiled's value at every element compiled differs from eager.
 
 Where the plain re-run does not reproduce eager, a third run tells why (`by_eager_spread`):
 eager's own run-to-run spread (atomics), which compiled is judged against, or a call the
@@ -84,6 +87,7 @@ REFERENCE_SLACK = 3.0
 
 REFERENCE = "float64 reference"
 NOISE = "eager's rounding noise"
+TIES = "near ties"
 SPREAD = "eager's run-to-run spread"
 LIMIT = "checker's limit"
 """The rules' names, as outcomes and notes give them."""
@@ -188,7 +192,7 @@ def by_rounding_noise(
     of the rms; any other crossed element is not rounding (compiled computes something else),
     and the rms excuses nothing then. Compiled NaN or infinite where eager is finite is excused
     only where the noise makes eager non-finite there too (a sum whose partial sums overflow in
-    another order), in this sample or the first; any other NaN/inf placement is never noise."""
+    another order), in this sample or an earlier one; any other NaN/inf placement is never noise."""
     placed = verdict.mismatched - verdict.value_mismatches
     placement = _placement(e, c) if placed else None
     overflowed = _either(_overflowed(placement, noisy), explained_before)
@@ -205,7 +209,7 @@ def by_rounding_noise(
         explained_before,
     )
     crossed, wrong = _within(explained, at.crossed_at), _within(explained, at.wrong_at)
-    either = " (in this sample or the first)" if explained_before is not None else ""
+    either = " (in this sample or an earlier one)" if explained_before is not None else ""
     if placed:
         if shown < placed:
             lines.append(
@@ -232,16 +236,57 @@ def by_rounding_noise(
     return _answer(NOISE, verdict, lines, boundaries=at, explained=explained)
 
 
+def by_near_ties(
+    e: Tensor, c: Tensor, reordered: Tensor, rtol: float, atol: float, verdict: Scan
+) -> Outcome:
+    """Rule 3 of this module: `reordered` is eager re-run with near-equal values ordered the other
+    way round (`running.ties`). Compiled passes where, at every element it differs from eager,
+    that run returns compiled's value: the index a topk or argmin takes of two values within
+    rounding of each other, taken as a compiler rounding them otherwise may. Anything else
+    compiled moved stands: this run excuses orders, not values."""
+    apart = ~_close(c, e, rtol, atol)
+    lands = _close(c, reordered.to(c.device), rtol, atol)
+    missed = int((apart & ~lands).sum())
+    count = int(apart.sum())
+    heading = (
+        "  Judged by eager with near-equal values ordered the other way round (topk, sort, "
+        "argmax, argmin, max and min taking values within rounding of each other in the other "
+        "order, as a compiler rounding them otherwise may):"
+    )
+    if missed or not count:
+        line = (
+            f"    at {missed} of the {count} element(s) compiled differs from eager, that order "
+            "does not return compiled's value: not a near tie"
+        )
+        return Outcome(Verdict.FAILED, TIES, verdict, (heading, line))
+    line = (
+        f"    at each of the {count} element(s) compiled differs from eager, eager taking "
+        "near-equal values in the other order returns compiled's value: excused"
+    )
+    passed = dataclasses.replace(verdict, mismatched=0, value_mismatches=0)
+    return Outcome(Verdict.PASSED, TIES, passed, (heading, line))
+
+
+def _close(a: Tensor, b: Tensor, rtol: float, atol: float) -> Tensor:
+    """Element-wise: within the tolerance, NaN where the other is NaN, infinities equal."""
+    if a.shape != b.shape:
+        return torch.zeros(a.shape, dtype=torch.bool, device=a.device)
+    a64, b64 = a.detach().to(torch.float64), b.detach().to(torch.float64)
+    near = (a64 - b64).abs() <= atol + rtol * b64.abs()
+    return near | (a64 == b64) | (a64.isnan() & b64.isnan())
+
+
 def _boundary_lines(at: Boundaries, crossed: int, wrong: int, either: str) -> list[str]:
     """What rule 3 says of the boundary elements: those eager's rounding noise explains
-    (`crossed`, `wrong` of them; `either`: in this sample or the first) and those it leaves."""
+    (`crossed`, `wrong` of them; `either`: in this sample or an earlier one) and those it leaves."""
     lines = []
     if wrong:
         lines.append(
             f"    at {wrong} boundary element(s) compiled gets wrong, eager's rounding noise "
-            f"moves eager by more than {ILL_CONDITIONED:g} times compiled's step: no boundary "
-            f"but an ill-conditioned value (a sum whose large terms cancel), within that noise"
-            f"{either}: excused"
+            f"moves eager onto compiled's value (equal values ordered the other way, as topk "
+            f"and sort may) or by more than {ILL_CONDITIONED:g} times compiled's step (no "
+            f"boundary but an ill-conditioned value, a sum whose large terms cancel), within "
+            f"that noise{either}: excused"
         )
     if crossed:
         lines.append(

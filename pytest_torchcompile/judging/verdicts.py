@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 from dataclasses import dataclass
+from typing import Literal
 
 from torch import Tensor
 
@@ -22,6 +23,11 @@ class Verdict(enum.Enum):
     EXCUSED = "excused"  # outside it, passed by a named rule (the note names it and its evidence)
     FAILED = "failed"
     NOT_JUDGED = "not judged"  # the checker cannot judge it (the note says why): no verdict
+
+
+NoiseSample = Literal["perturbed", "mirrored", "ties"]
+"""Rule 3's samples of eager's own noise, in the order it asks for them: every value moved one
+way, every value moved the other way, and (no noise) near-equal values ordered the other way."""
 
 
 class JudgingError(AssertionError):

@@ -165,7 +165,8 @@ class Call:
         table: Callable[[], Mapping[Any, Callable[..., Any]]],
         rows: torch.Tensor | None = None,
     ) -> dict[str, Callable[[], SideResult]]:
-        """The rounding-noise runs: a sample, its mirror and the same program without noise."""
+        """The rounding-noise runs: a sample, its mirror, the same program without noise, and
+        that program with near-equal values ordered the other way round."""
 
         def noise(**how: bool) -> Callable[[], Any]:
             return lambda: RoundingNoise(COTANGENT_SEED, decompositions=table(), **how)
@@ -174,6 +175,7 @@ class Call:
             "perturbed": self.rerun(clone_tree, backward, noise(), rows),
             "mirrored": self.rerun(clone_tree, backward, noise(opposite=True), rows),
             "noise_base": self.rerun(clone_tree, backward, noise(noise=False), rows),
+            "ties": self.rerun(clone_tree, backward, noise(noise=False, ties=True), rows),
         }
 
     def control(self) -> Callable[[], SideResult]:

@@ -28,6 +28,7 @@ from typing import Any
 import torch
 
 from pytest_torchcompile import _compat
+from pytest_torchcompile.running import ties
 
 # Multipliers of a 64-bit mixing hash (SplitMix64's, reduced below 2**63 for torch.int64).
 _MIX = (0x1E3779B97F4A7C15, 0x3F58476D1CE4E5B9, 0x14D049BB133111EB)
@@ -236,7 +237,8 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
     result is an argument), as are results of operations with no floating tensor argument
     (constants are exact) and sparse results. With `noise=False` it only decomposes: the same
     program without the noise, the base the noise is measured from (so that a decomposition's
-    own systematic difference from the fused kernel is never mistaken for noise).
+    own systematic difference from the fused kernel is never mistaken for noise). With `ties`,
+    the operations that order values take near-equal ones the other way round (`ties`).
     """
 
     def __init__(
@@ -245,12 +247,14 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
         *,
         noise: bool = True,
         opposite: bool = False,
+        ties: bool = False,
         decompositions: Mapping[Any, Callable[..., Any]] | None = None,
     ) -> None:
         super().__init__()
         self.seed = seed
         self.noise = noise
         self.opposite = opposite
+        self.ties = ties
         self.decompositions = decompositions or {}
         self.calls = 0
 
@@ -262,6 +266,8 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
+        if self.ties and (reordered := ties.reversed_order(func, args, kwargs)) is not None:
+            return reordered
         decomposition = self.decompositions.get(func)
         if decomposition is not None:
             with self:  # the decomposition's own operations go through this mode

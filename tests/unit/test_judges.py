@@ -16,6 +16,7 @@ from pytest_torchcompile.judging.judges import (
     Case,
     JudgingError,
     Noise,
+    NoiseSample,
     Outcome,
     Reproduction,
     RowSample,
@@ -53,9 +54,11 @@ class Evidence:
         self.asked.append("reference")
         return self.reference_run, ""
 
-    def noise(self, name: str, e: Tensor, *, mirrored: bool) -> Noise | None:
-        self.asked.append("mirrored" if mirrored else "noise")
-        return None if mirrored else Noise(self.noisy, self.base if self.base is not None else e)
+    def noise(self, name: str, e: Tensor, *, sample: NoiseSample) -> Noise | None:
+        self.asked.append("noise" if sample == "perturbed" else sample)
+        if sample != "perturbed":
+            return None
+        return Noise(self.noisy, self.base if self.base is not None else e)
 
     def noise_rows(self, name: str, e: Tensor, c: Tensor) -> RowSample | None:
         return None  # the bound on re-runs is tested through parity.compare
@@ -152,7 +155,7 @@ def test_a_crossed_boundary_no_rounding_explains_fails_finally() -> None:
     leaf = case(e, c, evidence, tol=(1.6e-2, 1e-5))
     outcome = judges.judge(leaf)
     assert outcome.verdict is Verdict.FAILED and outcome.final
-    assert evidence.asked == ["reference", "noise", "mirrored"]
+    assert evidence.asked == ["reference", "noise", "mirrored", "ties"]
     assert any("eager's value is exact" in line for line in outcome.lines)
 
 

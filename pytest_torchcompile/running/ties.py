@@ -1,0 +1,129 @@
+"""Near ties: the operations that order values, run as if near-equal values had come out the
+other way round.
+
+Which of two values a topk, sort, argmin or max takes first is decided by their last bits where
+they are within rounding of each other: a compiler that rounds otherwise (another reduction
+order for a distance, a fused multiply-add) may order them otherwise, and returns other indices
+(the pairs a metric-learning miner keeps at two distances one unit apart; the code a vector
+quantizer's argmin picks). Rounding noise moves each value by a hash of itself, so it cannot
+swap every such pair. `reversed_order` computes an ordering operation with each group of
+near-equal neighbours (in eager's order) reversed: eager's own answer, had it rounded those
+values the other way. Exactly equal values are a near tie too where torch leaves their order
+open (topk; sort unless stable); argmax, argmin, max and min promise the first of equal values,
+so a group of exactly equal values keeps eager's order there.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from pytest_torchcompile import _compat
+
+NEAR_UNITS = 16.0
+"""Values closer than this many units of the precision they were computed in (float32 for
+float16 and bfloat16, which accumulate in it; at least two units of their own) are near equal:
+the spread of a sum of a few hundred terms in another order (sqrt(256) units)."""
+
+_OPEN = frozenset({"topk", "sort"})  # the order of exactly equal values is left open
+_FIRST = frozenset({"argmax", "argmin", "max", "min"})  # the first of equal values is promised
+_DESCENDING = frozenset({"argmax", "max"})
+
+
+def reversed_order(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """The result of ordering operation `func` with near-equal values taken the other way
+    round; None where `func` orders nothing (or not along one dimension this reads: a stable
+    sort, a reduction over several dimensions, a sparse or empty input), so that it runs as
+    it is."""
+    name = _compat.op_name(func)
+    if name not in _OPEN | _FIRST:
+        return None
+    source = args[0] if args else None
+    if (
+        not isinstance(source, torch.Tensor)
+        or source.layout != torch.strided
+        or not source.numel()
+        or source.is_complex()
+        or source.dtype == torch.bool
+    ):
+        return None
+    argument = _argument_reader(func, args, kwargs)
+    dim = argument("dim")
+    if name == "sort" and argument("stable"):
+        return None
+    if name in {"max", "min"} and not isinstance(dim, int):
+        return None  # the whole-tensor reduction or the elementwise maximum: no index to take
+    flat = dim is None  # argmax/argmin over the flattened input
+    values = source.reshape(-1) if flat else source
+    axis = 0 if flat else dim
+    if not isinstance(axis, int) or not values.dim():
+        return None
+    if name == "sort":
+        descending = bool(argument("descending"))
+    elif name == "topk":
+        descending = bool(argument("largest"))
+    else:
+        descending = name in _DESCENDING
+    order = _mirrored_order(values, axis, descending, exact_ties=name in _OPEN)
+    if order is None:
+        return None
+    if name == "sort":
+        return values.gather(axis, order), order
+    if name == "topk":
+        taken = order.narrow(axis, 0, int(argument("k")))
+        return values.gather(axis, taken), taken
+    first = order.narrow(axis, 0, 1)
+    keepdim = bool(argument("keepdim"))
+    if flat:
+        first = first.reshape([1] * source.dim() if keepdim else [])
+    elif not keepdim:
+        first = first.squeeze(axis)
+    if name in {"argmax", "argmin"}:
+        return first
+    return values.gather(axis, first if keepdim else first.unsqueeze(axis)).reshape(
+        first.shape
+    ), first
+
+
+def _argument_reader(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    return lambda name: _compat.argument(func, args, kwargs, name)
+
+
+def _mirrored_order(
+    values: torch.Tensor, axis: int, descending: bool, *, exact_ties: bool
+) -> torch.Tensor | None:
+    """Indices along `axis` ordering `values` as eager does (by value, equal values by index)
+    except that each run of neighbours nearer than `NEAR_UNITS` to the next is reversed (runs
+    of exactly equal values only where `exact_ties`). None where a value is not finite (NaN
+    orders apart from every rule here)."""
+    if values.is_floating_point() and not bool(torch.isfinite(values).all()):
+        return None
+    moved = values.movedim(axis, -1)
+    eager = torch.sort(moved, dim=-1, descending=descending, stable=True).indices
+    ordered = moved.gather(-1, eager).to(torch.float64)
+    gaps = (ordered[..., 1:] - ordered[..., :-1]).abs()
+    near = gaps <= _nearness(values.dtype) * torch.maximum(
+        ordered[..., 1:].abs(), ordered[..., :-1].abs()
+    )
+    if not exact_ties:
+        near &= gaps > 0
+    width = moved.shape[-1]
+    positions = torch.arange(width, device=values.device).expand(moved.shape)
+    edge = torch.ones_like(near[..., :1])
+    starts = torch.cat([edge, ~near], dim=-1)
+    ends = torch.cat([~near, edge], dim=-1)
+    start = torch.where(starts, positions, -1).cummax(dim=-1).values
+    last = torch.where(ends.flip(-1), positions, -1).cummax(dim=-1).values.flip(-1)
+    end = width - 1 - last
+    mirrored = eager.gather(-1, start + end - positions)
+    return mirrored.movedim(-1, axis)
+
+
+def _nearness(dtype: torch.dtype) -> float:
+    """How near, relative to their magnitude, two values of `dtype` are near equal (0 for
+    integers: only equal integers tie)."""
+    if not dtype.is_floating_point:
+        return 0.0
+    computed = torch.float64 if dtype == torch.float64 else torch.float32
+    return max(2 * torch.finfo(dtype).eps, NEAR_UNITS * torch.finfo(computed).eps)

@@ -1,0 +1,55 @@
+"""running/ties.py: ordering operations with near-equal values taken the other way round."""
+
+from __future__ import annotations
+
+import torch
+
+from pytest_torchcompile.running.rounding import RoundingNoise
+
+UP = torch.nextafter(torch.tensor(1.0), torch.tensor(2.0)).item()  # one unit above 1.0
+
+
+def reordered(fn, *args):
+    with RoundingNoise(0, noise=False, ties=True):
+        return fn(*args)
+
+
+def test_topk_and_sort_take_near_and_exactly_equal_values_the_other_way() -> None:
+    x = torch.tensor([1.0, 3.0, UP, 2.0, 3.0])
+    assert torch.topk(x, 3).indices.tolist() == [1, 4, 3]
+    assert reordered(torch.topk, x, 3).indices.tolist() == [4, 1, 3]  # equal 3.0s swapped
+    values, indices = reordered(torch.sort, x)
+    assert indices.tolist() == [2, 0, 3, 4, 1]  # 1.0 and one unit above, then the equal 3.0s
+    assert torch.equal(values, x[indices])
+
+
+def test_argmin_takes_a_near_tie_the_other_way_and_keeps_the_first_of_equal_values() -> None:
+    near = torch.tensor([UP, 1.0, 4.0])
+    assert near.argmin().item() == 1 and reordered(torch.argmin, near).item() == 0
+    equal = torch.tensor([3.0, 1.0, 1.0])  # argmin promises the first of equal values
+    assert reordered(torch.argmin, equal).item() == 1
+    two_up = torch.nextafter(torch.tensor(2.0), torch.tensor(3.0)).item()
+    values, indices = reordered(torch.max, torch.tensor([[0.0, two_up, 2.0]]), 1)
+    assert indices.tolist() == [2] and values.tolist() == [2.0]  # 2 and 2+ulp: the other one
+
+
+def test_values_apart_by_more_than_rounding_keep_their_order() -> None:
+    x = torch.tensor([1.0, 1.001, 0.999, 5.0])
+    assert reordered(torch.sort, x).indices.tolist() == torch.sort(x).indices.tolist()
+    assert reordered(torch.argmin, x).item() == 2
+
+
+def test_a_stable_sort_and_non_finite_values_are_left_alone() -> None:
+    x = torch.tensor([2.0, 2.0, 1.0])
+    assert reordered(lambda t: torch.sort(t, stable=True), x).indices.tolist() == [2, 0, 1]
+    nan = torch.tensor([UP, 1.0, float("nan")])
+    assert reordered(torch.sort, nan).indices.tolist() == torch.sort(nan).indices.tolist()
+
+
+def test_keepdim_and_a_flattened_argmax_keep_torch_shapes() -> None:
+    x = torch.tensor([[1.0, 5.0], [5.0, 2.0]])
+    assert reordered(lambda t: t.argmax(), x).shape == x.argmax().shape
+    assert reordered(lambda t: t.argmax(1, keepdim=True), x).shape == (2, 1)
+    values, indices = reordered(lambda t: t.min(0, keepdim=True), x)
+    assert values.shape == indices.shape == (1, 2)
+    assert torch.equal(values, x.min(0, keepdim=True).values)
