@@ -146,11 +146,17 @@ _active: list[Constructions] = []  # the Constructions recording now (the innerm
 
 
 def _module_new(cls: type[torch.nn.Module], *args: Any, **kwargs: Any) -> torch.nn.Module:
-    """`nn.Module.__new__` while the plugin observes constructions: `object.__new__` (what
-    nn.Module inherits) after noting the class."""
+    """`nn.Module.__new__` while the plugin observes constructions: after noting the class, the
+    `__new__` the class would reach without it, the next after nn.Module in its MRO (a C base's
+    own, as ptwt's wavelets subclass pywt's Cython `ContinuousWavelet`; a Python base's, which
+    may do work), with the constructor's arguments; `object.__new__`, which takes none, where
+    that is all there is."""
     if _active:
         _active[-1]._seen(cls)
-    return object.__new__(cls)
+    following = super(torch.nn.Module, cls).__new__
+    if following is object.__new__:
+        return object.__new__(cls)
+    return following(cls, *args, **kwargs)
 
 
 def _install_new() -> None:

@@ -99,3 +99,36 @@ def test_a_class_that_skips_super_init_is_recorded_and_its_init_put_back() -> No
     assert built.classes == {f"{__name__}.TakesOver"}
     assert TakesOver.__dict__["__init__"] is own
     assert TakesOver(other).scale == 1.0
+
+
+class Named:
+    """A base whose `__new__` does work, as a registry's does."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        made = super().__new__(cls)
+        made.registered = args[0]
+        return made
+
+
+class NamedModule(torch.nn.Module, Named):
+    def __init__(self, name: str) -> None:
+        super().__init__()
+
+
+class MappingModule(torch.nn.Module, dict):  # type: ignore[misc]
+    """A C base with its own `__new__` after nn.Module, as ptwt's wavelets subclass pywt's."""
+
+    def __init__(self, name: str) -> None:
+        torch.nn.Module.__init__(self)
+
+
+def test_a_base_new_after_module_runs_with_the_arguments_while_constructions_are_seen() -> None:
+    # ptwt's `_ShannonWavelet(nn.Module, pywt.ContinuousWavelet)`: object.__new__ refused it
+    # ("not safe, use ContinuousWavelet.__new__()"), and a Python base's __new__ never ran.
+    with Constructions() as built:
+        assert NamedModule("db1").registered == "db1"
+        assert isinstance(MappingModule("shan1-1"), dict)
+        LibraryModel()
+    assert built.classes == {
+        f"{__name__}.{c}" for c in ("NamedModule", "MappingModule", "LibraryModel")
+    }
