@@ -52,6 +52,7 @@ def test_a_planted_bug_fails_where_the_clean_path_passes(pytester, backend, patc
     pytester.makepyfile(test_clean=clean, test_planted=PLANTED.format(patch=patch, batches=batches))
     bisect = backend == "export"  # torch.compile's stages, then the path; C++ for AOTInductor
     result = pytester.runpytest(f"--compile-backend={backend}", *([] if bisect else [NO_BISECT]))
+    skip_where_the_loader_crashes(result.stdout.str())  # the GPU host's torch 2.11 loader
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
