@@ -64,6 +64,7 @@ _KINDS = r"(?:module|function|module and function)"
 _COUNTS = re.compile(rf"intercepted {_KINDS} calls in \d+ test\(s\): (\d+) checked, (\d+) diverged")
 _SKIPPED = re.compile(r"checked partly, (\d+) skipped")
 # pytest's closing line ("3 passed, 1 warning in 2.0s", with or without the = rule around it).
+NO_RESULT = "no result: killed before it wrote its JUnit report (timed out)"
 _CLOSING = re.compile(r"^=*\s*(\d+ \w+(, \d+ \w+)*)? ?(no tests ran )?in [\d.]+s")
 
 
@@ -78,10 +79,15 @@ class Run:
     wall: float = 0.0
     cpu: float = 0.0
     timed_out: bool = False
+    # pytest wrote its JUnit XML: a run killed before it did (SIGINT not taken within a minute)
+    # has no verdicts, and counts nothing as changed or failing
+    reported: bool = True
     report: dict[str, Any] | None = None  # a parity run's --compile-report, a peer's --peer-report
     properties: dict[str, dict[str, str]] = field(default_factory=dict)  # JUnit, per test
 
     def counts(self) -> str:
+        if not self.reported:
+            return NO_RESULT
         tally: dict[str, int] = {}
         for outcome in self.verdicts.values():
             tally[outcome] = tally.get(outcome, 0) + 1
@@ -202,6 +208,7 @@ def _run(
         run.cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         run.output = log.read_text(errors="replace")
         _junit(junit, run)
+        run.reported = os.path.exists(junit)
         if report.exists():
             run.report = json.loads(report.read_text())
         if args.out and os.path.exists(junit):
@@ -298,6 +305,8 @@ def _row(run: Run, plain: Run, peer: bool = False) -> str:
         changed = str(len(_changed_names(plain, run)))
         failures = str(len(_compile_failures(plain, run))) if peer else "-"
         newly = str(len(_newly_failing(plain, run)))
+        if not run.reported:
+            changed = failures = newly = "no result"
         ratio = f"{run.wall / plain.wall:.2f}x" if plain.wall else "-"
     return (
         f"| {run.name} | {len(run.verdicts)} | {run.counts()} | {changed} | {failures} | {newly} "
@@ -317,6 +326,9 @@ def _print_peer(run: Run, plain: Run) -> None:
     changed, failures = _changed(plain, run), _compile_failures(plain, run)
     print(f"\n{run.name}: {run.wall:.1f}s wall, {run.cpu:.1f}s CPU", end="")
     print(f" ({run.wall / plain.wall:.2f}x the plain run's wall){' TIMED OUT' * run.timed_out}")
+    if not run.reported:
+        print(f"  {NO_RESULT}")
+        return
     newly = len(_newly_failing(plain, run))
     print(f"  compile time: {run.compile_time()}; passing tests now failing: {newly}")
     print(f"  verdicts changed: {len(changed)} ({len(failures)} compile failures of the test body)")
@@ -399,7 +411,11 @@ def main() -> int:
         changed = _changed(plain, run)
         print(f"\n--compile-backend={spec}: {run.wall:.1f}s wall, {run.cpu:.1f}s CPU", end="")
         print(f" ({run.wall / plain.wall:.2f}x the plain run's wall){' TIMED OUT' * run.timed_out}")
-        print(f"  verdicts changed: {len(changed)}" + "".join(f"\n    {c}" for c in changed))
+        print(
+            f"  verdicts changed: {len(changed)}" + "".join(f"\n    {c}" for c in changed)
+            if run.reported
+            else f"  {NO_RESULT}"
+        )
         print("\n".join(f"  {line}" for line in _summary(run.output)))
         rows.append(_row(run, plain))
         status |= bool(changed) or run.timed_out
@@ -413,7 +429,8 @@ def main() -> int:
             "--compile-report",
         )
         newly = _newly_failing(plain, run)
-        print(f"\nplanted:{planted}: {len(newly)} passing tests now fail ({run.wall:.1f}s)")
+        failing = f"{len(newly)} passing tests now fail" if run.reported else NO_RESULT
+        print(f"\nplanted:{planted}: {failing} ({run.wall:.1f}s)")
         named = sorted(
             set(
                 re.findall(
