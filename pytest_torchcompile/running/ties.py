@@ -65,7 +65,12 @@ def reversed_order(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         descending = bool(argument("largest"))
     else:
         descending = name in _DESCENDING
-    order = _mirrored_order(values, axis, descending, exact_ties=name in _OPEN)
+    keepdim = bool(argument("keepdim"))
+    actual = func(*args, **kwargs)
+    given = actual[1] if isinstance(actual, tuple | list) else actual
+    if name not in _OPEN and not keepdim:  # one index per row: along `axis` again
+        given = given.reshape(1) if flat else given.unsqueeze(axis)
+    order = _mirrored_order(values, axis, descending, given, exact_ties=name in _OPEN)
     if order is None:
         return None
     if name == "sort":
@@ -74,7 +79,6 @@ def reversed_order(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         taken = order.narrow(axis, 0, int(argument("k")))
         return values.gather(axis, taken), taken
     first = order.narrow(axis, 0, 1)
-    keepdim = bool(argument("keepdim"))
     if flat:
         first = first.reshape([1] * source.dim() if keepdim else [])
     elif not keepdim:
@@ -91,16 +95,17 @@ def _argument_reader(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
 
 
 def _mirrored_order(
-    values: torch.Tensor, axis: int, descending: bool, *, exact_ties: bool
+    values: torch.Tensor, axis: int, descending: bool, given: torch.Tensor, *, exact_ties: bool
 ) -> torch.Tensor | None:
-    """Indices along `axis` ordering `values` as eager does (by value, equal values by index)
+    """Indices along `axis` ordering `values` as eager did (`given`: the indices eager's
+    operation returned, its first ones, in its order; the rest by value, equal values by index)
     except that each run of neighbours nearer than `NEAR_UNITS` to the next is reversed (runs
     of exactly equal values only where `exact_ties`). None where a value is not finite (NaN
     orders apart from every rule here)."""
     if values.is_floating_point() and not bool(torch.isfinite(values).all()):
         return None
     moved = values.movedim(axis, -1)
-    eager = torch.sort(moved, dim=-1, descending=descending, stable=True).indices
+    eager = _eager_order(moved, descending, given.movedim(axis, -1))
     ordered = moved.gather(-1, eager).to(torch.float64)
     gaps = (ordered[..., 1:] - ordered[..., :-1]).abs()
     near = gaps <= _nearness(values.dtype) * torch.maximum(
@@ -118,6 +123,19 @@ def _mirrored_order(
     end = width - 1 - last
     mirrored = eager.gather(-1, start + end - positions)
     return mirrored.movedim(-1, axis)
+
+
+def _eager_order(moved: torch.Tensor, descending: bool, given: torch.Tensor) -> torch.Tensor:
+    """A whole order along the last dimension of `moved` that starts with the indices eager's
+    operation returned (`given`, in its order: a topk's or sort's order of equal values is its
+    own, not the index order) and goes on by value, equal values by index."""
+    width, taken = moved.shape[-1], given.shape[-1]
+    by_value = torch.sort(moved, dim=-1, descending=descending, stable=True).indices
+    rank = torch.empty_like(by_value)
+    steps = torch.arange(width, device=moved.device).expand(moved.shape)
+    rank.scatter_(-1, by_value, steps + taken)  # after every index eager returned
+    rank.scatter_(-1, given, steps[..., :taken])
+    return torch.sort(rank, dim=-1, stable=True).indices
 
 
 def _nearness(dtype: torch.dtype) -> float:

@@ -53,3 +53,15 @@ def test_keepdim_and_a_flattened_argmax_keep_torch_shapes() -> None:
     values, indices = reordered(lambda t: t.min(0, keepdim=True), x)
     assert values.shape == indices.shape == (1, 2)
     assert torch.equal(values, x.min(0, keepdim=True).values)
+
+
+def test_equal_values_come_in_the_other_order_than_eagers_own_topk_not_the_index_order() -> None:
+    # topk keeps no index order among equal values (pytorch-metric-learning's miner: the
+    # distances of (i, j) and (j, i)); the other order is the other of eager's own.
+    for size in (5, 100, 5000):
+        x = torch.linspace(0, 1, size)[
+            torch.randperm(size, generator=torch.Generator().manual_seed(size))
+        ]
+        x[size // 3] = x[size - 2] = 2.0  # two equal largest values
+        eager = torch.topk(x, 2).indices
+        assert reordered(torch.topk, x, 2).indices.tolist() == eager.flip(0).tolist()
