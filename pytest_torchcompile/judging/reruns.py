@@ -264,12 +264,18 @@ class Reruns:
 
     def noise(self, name: str, e: Tensor, *, sample: NoiseSample) -> Noise | None:
         """A rounding-noise sample of this leaf (`NoiseSample`), with its noiseless base (eager
-        itself where no base re-run is given); None where that sample is not given."""
+        itself where no base re-run is given, and for the ties sample, which is not decomposed);
+        None where that sample is not given."""
         noisy_run = {"perturbed": self.perturbed, "mirrored": self.mirrored, "ties": self.ties}[
             sample
         ]
         if not noisy_run.given:
             return None
+        if sample == "ties":
+            raised = noisy_run.result().exception
+            return (
+                Noise(None, None, exc_text(raised)) if raised else Noise(noisy_run.leaf(name, e), e)
+            )
         for rerun in (noisy_run, self.noise_base):
             raised = rerun.result().exception if rerun.given else None
             if raised is not None:

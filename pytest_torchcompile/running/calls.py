@@ -165,17 +165,21 @@ class Call:
         table: Callable[[], Mapping[Any, Callable[..., Any]]],
         rows: torch.Tensor | None = None,
     ) -> dict[str, Callable[[], SideResult]]:
-        """The rounding-noise runs: a sample, its mirror, the same program without noise, and
-        that program with near-equal values ordered the other way round."""
+        """The rounding-noise runs: a sample, its mirror and the same program without noise;
+        and eager with near-equal values ordered the other way round, not decomposed (measured
+        from eager itself: nothing else differs from it)."""
 
         def noise(**how: bool) -> Callable[[], Any]:
             return lambda: RoundingNoise(COTANGENT_SEED, decompositions=table(), **how)
+
+        def ties() -> Any:
+            return RoundingNoise(COTANGENT_SEED, noise=False, ties=True)
 
         return {
             "perturbed": self.rerun(clone_tree, backward, noise(), rows),
             "mirrored": self.rerun(clone_tree, backward, noise(opposite=True), rows),
             "noise_base": self.rerun(clone_tree, backward, noise(noise=False), rows),
-            "ties": self.rerun(clone_tree, backward, noise(noise=False, ties=True), rows),
+            "ties": self.rerun(clone_tree, backward, ties, rows),
         }
 
     def control(self) -> Callable[[], SideResult]:
