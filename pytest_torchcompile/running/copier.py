@@ -396,6 +396,12 @@ class _Objects:
             if func not in _NEW_OBJECT:
                 raise _Refused(path, x, exc) from exc
             return self._from_state(x, path, exc)  # a __new__ that wants arguments
+        if type(y) is not type(x):  # a base's reduction: the copy would lose the class
+            other = TypeError(
+                f"its reduction rebuilds a {type(y).__qualname__}, not a {type(x).__qualname__} "
+                f"(a base class's __reduce__: {getattr(func, '__qualname__', func)!s})"
+            )
+            return self._from_state(x, path, other)
         self.copier.remember(x, y)
         self._set_state(x, y, state, path)
         if listiter is not None:

@@ -341,3 +341,38 @@ def test_a_closure_refused_after_a_copy_took_it_runs_whole_on_the_originals():
     assert len(visited) == 3 and all(m in visited for m in copied.modules())
     held = {id(h) for m in copied.modules() for h in m._forward_hooks.values()}
     assert len(held) == 1  # one function in the copy, as in the original
+
+
+class _Named:
+    """A base whose reduction rebuilds itself, not the subclass (pywt's Cython wavelets)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def __reduce__(self) -> Any:
+        return (_Named, (self.name,))
+
+
+class _NamedModule(torch.nn.Module, _Named):
+    def __init__(self, name: str) -> None:
+        torch.nn.Module.__init__(self)
+        _Named.__init__(self, name)
+        self.weight = torch.nn.Parameter(torch.ones(2))
+
+
+class _MappingModule(torch.nn.Module, dict):  # type: ignore[misc]
+    __hash__ = object.__hash__
+
+    def __reduce__(self) -> Any:
+        return (dict, ())
+
+
+def test_a_base_reduction_that_rebuilds_another_class_is_not_taken_for_a_copy() -> None:
+    # ptwt's _ShannonWavelet (nn.Module over pywt's ContinuousWavelet) was copied as a bare
+    # ContinuousWavelet: the replay raised "no attribute 'named_parameters'".
+    module = _NamedModule("db1")
+    copied = clone_tree(module)
+    assert type(copied) is _NamedModule and copied.name == "db1"
+    assert copied.weight is not module.weight and torch.equal(copied.weight, module.weight)
+    with pytest.raises(UncopyableInputError, match="its reduction rebuilds a dict, not a _Mapping"):
+        clone_tree(_MappingModule())
