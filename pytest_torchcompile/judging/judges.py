@@ -245,8 +245,7 @@ def float64_reference(case: Case, so_far: Outcome) -> Outcome | None:
 
 def rounding_noise(case: Case, so_far: Outcome) -> Outcome | None:
     """Rule 3 (rules.by_rounding_noise): compiled moved no further than eager's own rounding
-    noise moves eager; its mirrored sample where the first does not excuse the leaf, then eager
-    with near-equal values ordered the other way round (an index a topk or argmin takes). NaN and inf
+    noise moves eager; its mirrored sample where the first does not excuse the leaf. NaN and inf
     placement is never noise, except where the noise makes eager non-finite there too."""
     scan = so_far.scan
     if case.exact or so_far.final or not case.evidence.noise_given or scan is None:
@@ -324,8 +323,8 @@ def near_ties(case: Case, so_far: Outcome) -> Outcome | None:
     exact, but which of two near-equal values it points to is rounding. Silent where that
     order changes nothing in this leaf (no near tie reached it)."""
     scan = so_far.scan if so_far.scan is not None else case.plain
-    if case.problems or not case.evidence.noise_given:
-        return None
+    if case.problems or case.e.is_complex() or not case.evidence.noise_given:
+        return None  # metadata no order explains; complex values, which nothing orders
     if case.reruns.reproduction(case.name, case.e).kind != "reproduced":
         return None
     sample = case.reruns.noise(case.name, case.e, sample="ties")
