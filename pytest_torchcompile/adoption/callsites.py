@@ -153,10 +153,13 @@ def _module_new(cls: type[torch.nn.Module], *args: Any, **kwargs: Any) -> torch.
     that is all there is."""
     if _active:
         _active[-1]._seen(cls)
-    following = super(torch.nn.Module, cls).__new__
-    if following is object.__new__:
+    # Read from the MRO's dicts, not through super(): Dynamo traces this where a compiled
+    # function builds a module, and hands super()'s bound __new__ back as something else.
+    mro = cls.__mro__
+    owner = next(base for base in mro[mro.index(torch.nn.Module) + 1 :] if "__new__" in vars(base))
+    if owner is object:
         return object.__new__(cls)
-    return following(cls, *args, **kwargs)
+    return owner.__new__(cls, *args, **kwargs)
 
 
 def _install_new() -> None:
