@@ -68,8 +68,10 @@ def reversed_order(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     keepdim = bool(argument("keepdim"))
     actual = func(*args, **kwargs)
     given = actual[1] if isinstance(actual, tuple | list) else actual
-    if name not in _OPEN and not keepdim:  # one index per row: along `axis` again
-        given = given.reshape(1) if flat else given.unsqueeze(axis)
+    if flat:  # one index into the flattened input, whatever keepdim shaped it as
+        given = given.reshape(1)
+    elif name not in _OPEN and not keepdim:  # one index per row: along `axis` again
+        given = given.unsqueeze(axis)
     order = _mirrored_order(values, axis, descending, given, exact_ties=name in _OPEN)
     if order is None:
         return None

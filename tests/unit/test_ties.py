@@ -49,6 +49,8 @@ def test_a_stable_sort_and_non_finite_values_are_left_alone() -> None:
 def test_keepdim_and_a_flattened_argmax_keep_torch_shapes() -> None:
     x = torch.tensor([[1.0, 5.0], [5.0, 2.0]])
     assert reordered(lambda t: t.argmax(), x).shape == x.argmax().shape
+    flat_kept = reordered(lambda t: t.argmax(keepdim=True), x)
+    assert torch.equal(flat_kept, x.argmax(keepdim=True))  # shape (1, 1), the first 5.0
     assert reordered(lambda t: t.argmax(1, keepdim=True), x).shape == (2, 1)
     values, indices = reordered(lambda t: t.min(0, keepdim=True), x)
     assert values.shape == indices.shape == (1, 2)
