@@ -361,7 +361,6 @@ class _RowReruns(Reruns):
             runs["mirrored"],
             runs["noise_base"],
         )
-        self.ties = runs.get("ties", _Rerun(None))
         self._reference = reference
 
     @property

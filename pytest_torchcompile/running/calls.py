@@ -165,21 +165,15 @@ class Call:
         table: Callable[[], Mapping[Any, Callable[..., Any]]],
         rows: torch.Tensor | None = None,
     ) -> dict[str, Callable[[], SideResult]]:
-        """The rounding-noise runs: a sample, its mirror and the same program without noise;
-        and eager with near-equal values ordered the other way round, not decomposed (measured
-        from eager itself: nothing else differs from it)."""
+        """The rounding-noise runs: a sample, its mirror and the same program without noise."""
 
         def noise(**how: bool) -> Callable[[], Any]:
             return lambda: RoundingNoise(COTANGENT_SEED, decompositions=table(), **how)
-
-        def ties() -> Any:
-            return RoundingNoise(COTANGENT_SEED, noise=False, ties=True)
 
         return {
             "perturbed": self.rerun(clone_tree, backward, noise(), rows),
             "mirrored": self.rerun(clone_tree, backward, noise(opposite=True), rows),
             "noise_base": self.rerun(clone_tree, backward, noise(noise=False), rows),
-            "ties": self.rerun(clone_tree, backward, ties, rows),
         }
 
     def control(self) -> Callable[[], SideResult]:
@@ -192,12 +186,17 @@ class Call:
     def reruns(self, backward: bool) -> dict[str, Callable[[], SideResult]]:
         """The re-runs the rules may ask for (parity.compare's keywords), each from the state
         before the call: eager again, the float64 reference, the rounding-noise runs (a
-        sample, its mirror, and the same program without noise) and the control."""
+        sample, its mirror, and the same program without noise), eager with near-equal values
+        ordered the other way round (not decomposed: it is measured from eager itself) and the
+        control."""
         table = functools.cache(_compat.compiler_decompositions)  # imported only if a leaf needs it
         return {
             "reference": self.rerun(upcast_tree, backward),
             "eager_again": self.rerun(clone_tree, backward),
             **self._noise(backward, table),
+            "ties": self.rerun(
+                clone_tree, backward, lambda: RoundingNoise(COTANGENT_SEED, noise=False, ties=True)
+            ),
             "control": self.control(),
         }
 
