@@ -553,9 +553,15 @@ def sums_in_one_lane(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) ->
     """Correct, not planted: a sum or mean over one dimension is summed in order along it, in
     the input's dtype, as one lane of a vectorised loop sums (Inductor's reduction over a
     non-contiguous input): farther from the float64 answer than eager's blocked sum."""
+    return _under(_SumsInOneLane, gm)
+
+
+def _under(mode: Callable[[], torch.overrides.TorchFunctionMode], gm: Any) -> Compiled:
+    """`gm` run under a fresh torch-function `mode` each call: a compiler that computes some
+    operations its own way."""
 
     def run(*args: Any) -> Any:
-        with _SumsInOneLane():
+        with mode():
             return gm(*args)
 
     return run
@@ -601,12 +607,7 @@ def near_values_rounded_otherwise(
 ) -> Compiled:
     """Correct, not planted: topk and argmin order values one unit apart as another rounding of
     them would (the pairs a miner keeps at equal distances, in Inductor's order)."""
-
-    def run(*args: Any) -> Any:
-        with _NearValuesRoundedOtherwise():
-            return gm(*args)
-
-    return run
+    return _under(_NearValuesRoundedOtherwise, gm)
 
 
 def near_values_rounded_otherwise_one_index_off(
