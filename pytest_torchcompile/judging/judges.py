@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from torch import Tensor
 
 from pytest_torchcompile.judging import rules
 from pytest_torchcompile.judging.closeness import Scan, distance, is_inexact, num, scan_leaf
+from pytest_torchcompile.judging.verdicts import TIE_SAMPLES, TieSample
 from pytest_torchcompile.judging.verdicts import JudgingError as JudgingError
 from pytest_torchcompile.judging.verdicts import NoiseSample as NoiseSample
 from pytest_torchcompile.judging.verdicts import Outcome as Outcome
@@ -318,26 +320,35 @@ def _on_rows(case: Case, so_far: Outcome, sample: RowSample) -> Outcome | None:
 
 def near_ties(case: Case, so_far: Outcome) -> Outcome | None:
     """Rule 4 (rules.by_near_ties): compiled took near-equal values in another
-    order than eager (the index a topk or argmin returns), where eager taking them in the other
-    order returns compiled's value at every element that differs. Integers too: an index is
-    exact, but which of two near-equal values it points to is rounding. Silent where that
-    order changes nothing in this leaf (no near tie reached it)."""
+    order than eager (the index a topk or argmin returns), where eager taking them in another
+    order returns compiled's value at every element that differs (the orders tried one after
+    the other, each asked for only while some difference is unexplained). Integers too: an
+    index is exact, but which of two near-equal values it points to is rounding. Silent where
+    reversing them changes nothing in this leaf (no near tie reached it)."""
     scan = so_far.scan if so_far.scan is not None else case.plain
     if case.problems or case.e.is_complex() or not case.evidence.noise_given:
         return None  # metadata no order explains; complex values, which nothing orders
     if case.reruns.reproduction(case.name, case.e).kind != "reproduced":
         return None
-    sample = case.reruns.noise(case.name, case.e, sample="ties")
-    if sample is None or sample.raised or sample.noisy is None:
+    first = _tie_run(case, TIE_SAMPLES[0])
+    if first is None or rules.identical(first, case.e):
         return None
-    base = sample.base if sample.base is not None else case.e
-    if sample.noisy.shape != case.e.shape or rules.identical(sample.noisy, base):
-        return None
-    judged = rules.by_near_ties(case.e, case.c, sample.noisy, case.rtol, case.atol, scan)
+    later = (_tie_run(case, sample) for sample in TIE_SAMPLES[1:])
+    orders = itertools.chain([first], (run for run in later if run is not None))
+    judged = rules.by_near_ties(case.e, case.c, orders, case.rtol, case.atol, scan)
     if not judged.passed:
         return dataclasses.replace(judged, final=so_far.final)
     note = f"{_outside(case, case.plain)}; excused as near ties: {judged.lines[-1].strip()}"
     return Outcome(Verdict.EXCUSED, judged.rule, judged.scan, note=note)
+
+
+def _tie_run(case: Case, sample: TieSample) -> Tensor | None:
+    """This leaf in one of rule 4's re-runs; None where it is not given, raised, or has the
+    leaf otherwise shaped."""
+    found = case.reruns.noise(case.name, case.e, sample=sample)
+    if found is None or found.raised or found.noisy is None:
+        return None
+    return found.noisy if found.noisy.shape == case.e.shape else None
 
 
 def run_to_run_spread(case: Case, so_far: Outcome) -> Outcome | None:

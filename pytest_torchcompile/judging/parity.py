@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +42,7 @@ from pytest_torchcompile.judging.reruns import Reruns, RowRuns, exc_text, nodes_
 from pytest_torchcompile.running import trees
 from pytest_torchcompile.running.sides import SideResult, Stopwatch
 from pytest_torchcompile.running.snapshot import Unfaithful
+from pytest_torchcompile.running.ties import TieOrder
 
 # torch.testing.assert_close's default (rtol, atol) per dtype, copied from
 # torch/testing/_comparison.py (torch 2.11 to 2.13) because its accessor is private.
@@ -165,7 +166,7 @@ def compare(
     perturbed: Callable[[], SideResult] | None = None,
     noise_base: Callable[[], SideResult] | None = None,
     mirrored: Callable[[], SideResult] | None = None,
-    ties: Callable[[], SideResult] | None = None,
+    ties: Mapping[TieOrder, Callable[[], SideResult]] | None = None,
     control: Callable[[], SideResult] | None = None,
     rebuilt: bool = False,
     on_rows: RowRuns | None = None,
@@ -178,7 +179,8 @@ def compare(
     tolerance (reference), still fails after the reference (perturbed, and noise_base: the same
     re-run without the noise, which the noise is measured from; without it, from eager), still
     fails after the perturbed re-run (mirrored: its noise moved the other way; then ties: no
-    noise, near-equal values ordered the other way round), or fails outright
+    noise, near-equal values taken in each other order, one after the other until every
+    difference is explained), or fails outright
     (eager_again; and control: the call through the compiled side's own path with no compiler,
     which tells the checker's own differences from the compiler's). With `rebuilt` (a plain
     re-run reproduced this kind of call before), eager is taken as reproduced for the rules

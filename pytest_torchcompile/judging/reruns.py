@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import torch
@@ -21,9 +21,11 @@ from torch import Tensor
 from pytest_torchcompile.judging import rules, samples
 from pytest_torchcompile.judging.closeness import dense, distance, is_inexact, num, same_nonfinite
 from pytest_torchcompile.judging.judges import Noise, NoiseSample, Reproduction, RowSample
+from pytest_torchcompile.judging.verdicts import TieSample
 from pytest_torchcompile.running import trees
 from pytest_torchcompile.running.sides import SideResult, Stopwatch
 from pytest_torchcompile.running.snapshot import Unfaithful
+from pytest_torchcompile.running.ties import TieOrder
 
 RowRuns = Callable[[int, Tensor], dict[str, Callable[[], SideResult]]]
 """The re-runs on some rows (indices along the first dimension) of a call whose batch has that
@@ -34,6 +36,13 @@ Tolerances = Callable[[torch.dtype], tuple[float, float]]
 """(rtol, atol) for a dtype: the comparison's tolerances (`parity.CompareOptions.tolerances`)."""
 
 _EXCEPTION_TEXT_LIMIT = 2000
+
+
+_TIE_ORDER: dict[TieSample, TieOrder] = {
+    "ties": "reversed",
+    "ties in pairs": "pairs",
+    "ties in shifted pairs": "pairs shifted",
+}
 
 
 class _Rerun:
@@ -181,7 +190,7 @@ class Reruns:
         noise_base: Callable[[], SideResult] | None,
         mirrored: Callable[[], SideResult] | None = None,
         *,
-        ties: Callable[[], SideResult] | None = None,
+        ties: Mapping[TieOrder, Callable[[], SideResult]] | None = None,
         control: Callable[[], SideResult] | None = None,
         rebuilt: bool = False,
         on_rows: RowRuns | None = None,
@@ -198,7 +207,9 @@ class Reruns:
         self.eager_again = self.eager.again
         self.perturbed = _Rerun(perturbed)
         self.mirrored = _Rerun(mirrored)
-        self.ties = _Rerun(ties)
+        self.ties: dict[NoiseSample, _Rerun] = {
+            sample: _Rerun((ties or {}).get(order)) for sample, order in _TIE_ORDER.items()
+        }
         self.noise_base = _Rerun(noise_base)
         self.control = _Rerun(control)
 
@@ -266,12 +277,15 @@ class Reruns:
         """A rounding-noise sample of this leaf (`NoiseSample`), with its noiseless base (eager
         itself where no base re-run is given, and for the ties sample, which is not decomposed);
         None where that sample is not given."""
-        noisy_run = {"perturbed": self.perturbed, "mirrored": self.mirrored, "ties": self.ties}[
-            sample
-        ]
+        runs: dict[NoiseSample, _Rerun] = {
+            "perturbed": self.perturbed,
+            "mirrored": self.mirrored,
+            **self.ties,
+        }
+        noisy_run = runs[sample]
         if not noisy_run.given:
             return None
-        if sample == "ties":
+        if sample in self.ties:
             raised = noisy_run.result().exception
             return (
                 Noise(None, None, exc_text(raised)) if raised else Noise(noisy_run.leaf(name, e), e)
@@ -333,7 +347,7 @@ class Reruns:
             *self.eager.runs,
             self.perturbed,
             self.mirrored,
-            self.ties,
+            *self.ties.values(),
             self.noise_base,
             self.control,
             *self._sampled,

@@ -40,8 +40,9 @@ re-run from the call's snapshot reproduces eager's first result (`reproduces`):
    the leaf is judged by the rms. NaN/inf placement is never excused, except compiled
    non-finite where the noise makes eager non-finite too (a sum that overflows in another order).
 3. `by_near_ties`: for the indices an ordering operation takes of values within rounding of each
-   other, the leaf passes iff eager re-run with near-equal values taken the other way round
-   (running/ties.py) returns compiled's value at every element compiled differs from eager.
+   other, the leaf passes iff, at every element compiled differs from eager, eager re-run with
+   near-equal values taken in another order (reversed, or swapped two by two: running/ties.py)
+   returns compiled's value.
 
 Where the plain re-run does not reproduce eager, a third run tells why (`by_eager_spread`):
 eager's own run-to-run spread (atomics), which compiled is judged against, or a call the
@@ -55,7 +56,7 @@ same way.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
@@ -237,31 +238,36 @@ def by_rounding_noise(
 
 
 def by_near_ties(
-    e: Tensor, c: Tensor, reordered: Tensor, rtol: float, atol: float, verdict: Scan
+    e: Tensor, c: Tensor, orders: Iterable[Tensor], rtol: float, atol: float, verdict: Scan
 ) -> Outcome:
-    """Rule 3 of this module: `reordered` is eager re-run with near-equal values ordered the other
-    way round (`running.ties`). Compiled passes where, at every element it differs from eager,
-    that run returns compiled's value: the index a topk or argmin takes of two values within
-    rounding of each other, taken as a compiler rounding them otherwise may. Anything else
-    compiled moved stands: this run excuses orders, not values."""
+    """Rule 3 of this module: `orders` are eager re-run with near-equal values taken in other
+    orders (`running.ties`), read one after the other while some difference is unexplained.
+    Compiled passes where, at every element it differs from eager, one of them returns
+    compiled's value: the index a topk or argmin takes of values within rounding of each other,
+    taken as a compiler rounding them otherwise may. Anything else compiled moved stands: these
+    runs excuse orders, not values."""
     apart = ~_close(c, e, rtol, atol)
-    lands = _close(c, reordered.to(c.device), rtol, atol)
+    lands = torch.zeros_like(apart)
+    for reordered in orders:
+        lands |= _close(c, reordered.to(c.device), rtol, atol)
+        if not bool((apart & ~lands).any()):
+            break
     missed = int((apart & ~lands).sum())
     count = int(apart.sum())
     heading = (
-        "  Judged by eager with near-equal values ordered the other way round (topk, sort, "
-        "argmax, argmin, max and min taking values within rounding of each other in the other "
-        "order, as a compiler rounding them otherwise may):"
+        "  Judged by eager with near-equal values taken in other orders (topk, sort, argmax, "
+        "argmin, max and min taking values within rounding of each other otherwise, as a "
+        "compiler rounding them otherwise may):"
     )
     if missed or not count:
         line = (
-            f"    at {missed} of the {count} element(s) compiled differs from eager, that order "
-            "does not return compiled's value: not a near tie"
+            f"    at {missed} of the {count} element(s) compiled differs from eager, no such "
+            "order returns compiled's value: not a near tie"
         )
         return Outcome(Verdict.FAILED, TIES, verdict, (heading, line))
     line = (
         f"    at each of the {count} element(s) compiled differs from eager, eager taking "
-        "near-equal values in the other order returns compiled's value: excused"
+        "near-equal values in another order returns compiled's value: excused"
     )
     passed = dataclasses.replace(verdict, mismatched=0, value_mismatches=0)
     return Outcome(Verdict.PASSED, TIES, passed, (heading, line))

@@ -25,9 +25,13 @@ class Verdict(enum.Enum):
     NOT_JUDGED = "not judged"  # the checker cannot judge it (the note says why): no verdict
 
 
-NoiseSample = Literal["perturbed", "mirrored", "ties"]
-"""Rule 3's samples of eager's own noise, in the order it asks for them: every value moved one
-way, every value moved the other way, and (no noise) near-equal values ordered the other way."""
+TieSample = Literal["ties", "ties in pairs", "ties in shifted pairs"]
+"""Rule 4's re-runs (no noise), in the order it asks for them: each group of near-equal values
+reversed, swapped two by two, swapped two by two from its second member."""
+TIE_SAMPLES: tuple[TieSample, ...] = ("ties", "ties in pairs", "ties in shifted pairs")
+NoiseSample = Literal["perturbed", "mirrored", TieSample]
+"""The samples of eager's own noise, in the order the rules ask for them: every value moved one
+way, every value moved the other way (rule 3), and near-equal values ordered otherwise (rule 4)."""
 
 
 class JudgingError(AssertionError):

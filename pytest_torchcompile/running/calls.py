@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import torch
 
@@ -45,8 +45,22 @@ from pytest_torchcompile.running.snapshot import (
 )
 from pytest_torchcompile.running.state import state_after
 from pytest_torchcompile.running.targets import Target
+from pytest_torchcompile.running.ties import TIE_ORDERS, TieOrder
 from pytest_torchcompile.running.world import World, WorldState, unseen
 from pytest_torchcompile.settings import CACHELESS_BACKENDS, Settings
+
+
+class RerunThunks(TypedDict):
+    """`Call.reruns`: parity.compare's re-run keywords, each a thunk run at most once."""
+
+    reference: Callable[[], SideResult]
+    eager_again: Callable[[], SideResult]
+    perturbed: Callable[[], SideResult]
+    mirrored: Callable[[], SideResult]
+    noise_base: Callable[[], SideResult]
+    ties: dict[TieOrder, Callable[[], SideResult]]
+    control: Callable[[], SideResult]
+
 
 FALLBACK_RANDOM_NOTE = (
     f"random draws compared with {randomness.FALLBACK_RANDOM} on the graphs that draw them; "
@@ -167,8 +181,10 @@ class Call:
     ) -> dict[str, Callable[[], SideResult]]:
         """The rounding-noise runs: a sample, its mirror and the same program without noise."""
 
-        def noise(**how: bool) -> Callable[[], Any]:
-            return lambda: RoundingNoise(COTANGENT_SEED, decompositions=table(), **how)
+        def noise(*, noise: bool = True, opposite: bool = False) -> Callable[[], Any]:
+            return lambda: RoundingNoise(
+                COTANGENT_SEED, noise=noise, opposite=opposite, decompositions=table()
+            )
 
         return {
             "perturbed": self.rerun(clone_tree, backward, noise(), rows),
@@ -183,22 +199,28 @@ class Call:
 
         return self.from_before(clone_tree, self.side.run_control)
 
-    def reruns(self, backward: bool) -> dict[str, Callable[[], SideResult]]:
+    def _tie_rerun(self, backward: bool, order: TieOrder) -> Callable[[], SideResult]:
+        return self.rerun(
+            clone_tree, backward, lambda: RoundingNoise(COTANGENT_SEED, noise=False, ties=order)
+        )
+
+    def reruns(self, backward: bool) -> RerunThunks:
         """The re-runs the rules may ask for (parity.compare's keywords), each from the state
         before the call: eager again, the float64 reference, the rounding-noise runs (a
         sample, its mirror, and the same program without noise), eager with near-equal values
-        ordered the other way round (not decomposed: it is measured from eager itself) and the
-        control."""
+        taken in each other order tried (not decomposed: they are measured from eager itself)
+        and the control."""
         table = functools.cache(_compat.compiler_decompositions)  # imported only if a leaf needs it
-        return {
-            "reference": self.rerun(upcast_tree, backward),
-            "eager_again": self.rerun(clone_tree, backward),
-            **self._noise(backward, table),
-            "ties": self.rerun(
-                clone_tree, backward, lambda: RoundingNoise(COTANGENT_SEED, noise=False, ties=True)
-            ),
-            "control": self.control(),
-        }
+        noise = self._noise(backward, table)
+        return RerunThunks(
+            reference=self.rerun(upcast_tree, backward),
+            eager_again=self.rerun(clone_tree, backward),
+            perturbed=noise["perturbed"],
+            mirrored=noise["mirrored"],
+            noise_base=noise["noise_base"],
+            ties={order: self._tie_rerun(backward, order) for order in TIE_ORDERS},
+            control=self.control(),
+        )
 
 
 def _cuttable(t: torch.Tensor) -> bool:

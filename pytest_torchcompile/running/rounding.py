@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from pytest_torchcompile import _compat
-from pytest_torchcompile.running.ties import reversed_order
+from pytest_torchcompile.running.ties import TieOrder, reordered
 
 # Multipliers of a 64-bit mixing hash (SplitMix64's, reduced below 2**63 for torch.int64).
 _MIX = (0x1E3779B97F4A7C15, 0x3F58476D1CE4E5B9, 0x14D049BB133111EB)
@@ -238,7 +238,7 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
     (constants are exact) and sparse results. With `noise=False` it only decomposes: the same
     program without the noise, the base the noise is measured from (so that a decomposition's
     own systematic difference from the fused kernel is never mistaken for noise). With `ties`,
-    the operations that order values take near-equal ones the other way round (`running.ties`).
+    the operations that order values take near-equal ones in that other order (`running.ties`).
     """
 
     def __init__(
@@ -247,7 +247,7 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
         *,
         noise: bool = True,
         opposite: bool = False,
-        ties: bool = False,
+        ties: TieOrder | None = None,
         decompositions: Mapping[Any, Callable[..., Any]] | None = None,
     ) -> None:
         super().__init__()
@@ -266,8 +266,8 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
         kwargs: dict[str, Any] | None = None,
     ) -> Any:
         kwargs = kwargs or {}
-        if self.ties and (reordered := reversed_order(func, args, kwargs)) is not None:
-            return reordered
+        if self.ties and (taken := reordered(func, args, kwargs, self.ties)) is not None:
+            return taken
         decomposition = self.decompositions.get(func)
         if decomposition is not None:
             with self:  # the decomposition's own operations go through this mode

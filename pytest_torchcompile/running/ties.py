@@ -6,16 +6,19 @@ they are within rounding of each other: a compiler that rounds otherwise (anothe
 order for a distance, a fused multiply-add) may order them otherwise, and returns other indices
 (the pairs a metric-learning miner keeps at two distances one unit apart; the code a vector
 quantizer's argmin picks). Rounding noise moves each value by a hash of itself, so it cannot
-swap every such pair. `reversed_order` computes an ordering operation with each group of
-near-equal neighbours (in eager's order) reversed: eager's own answer, had it rounded those
-values the other way. Exactly equal values are a near tie too where torch leaves their order
+swap every such pair. `reordered` computes an ordering operation with each group of near-equal
+neighbours (in eager's order) taken in another order (`TieOrder`): eager's own answer, had it
+rounded those values otherwise. A group of two has one other order; a longer one (two pairs of
+equal distances a few units apart) may come out in any, so three orders are tried, and together
+they take every member of a group of three, and each of a longer group's pairs, to each other's
+place. Exactly equal values are a near tie too where torch leaves their order
 open (topk; sort unless stable); argmax, argmin, max and min promise the first of equal values,
 so a group of exactly equal values keeps eager's order there.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -26,14 +29,21 @@ NEAR_UNITS = 16.0
 float16 and bfloat16, which accumulate in it; at least two units of their own) are near equal:
 the spread of a sum of a few hundred terms in another order (sqrt(256) units)."""
 
+TieOrder = Literal["reversed", "pairs", "pairs shifted"]
+"""How each group of near-equal neighbours is taken: reversed; swapped two by two from its
+first member; swapped two by two from its second (the first stays)."""
+TIE_ORDERS: tuple[TieOrder, ...] = ("reversed", "pairs", "pairs shifted")
+
 _OPEN = frozenset({"topk", "sort"})  # the order of exactly equal values is left open
 _FIRST = frozenset({"argmax", "argmin", "max", "min"})  # the first of equal values is promised
 _DESCENDING = frozenset({"argmax", "max"})
 
 
-def reversed_order(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """The result of ordering operation `func` with near-equal values taken the other way
-    round; None where `func` orders nothing (or not along one dimension this reads: a stable
+def reordered(
+    func: Any, args: tuple[Any, ...], kwargs: dict[str, Any], order: TieOrder = "reversed"
+) -> Any:
+    """The result of ordering operation `func` with each group of near-equal values taken in
+    `order`; None where `func` orders nothing (or not along one dimension this reads: a stable
     sort, a reduction over several dimensions, a sparse or empty input), so that it runs as
     it is."""
     name = _compat.op_name(func)
@@ -72,15 +82,15 @@ def reversed_order(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
         given = given.reshape(1)
     elif name not in _OPEN and not keepdim:  # one index per row: along `axis` again
         given = given.unsqueeze(axis)
-    order = _mirrored_order(values, axis, descending, given, exact_ties=name in _OPEN)
-    if order is None:
+    indices = _tie_order(values, axis, descending, given, order, exact_ties=name in _OPEN)
+    if indices is None:
         return None
     if name == "sort":
-        return values.gather(axis, order), order
+        return values.gather(axis, indices), indices
     if name == "topk":
-        taken = order.narrow(axis, 0, int(argument("k")))
+        taken = indices.narrow(axis, 0, int(argument("k")))
         return values.gather(axis, taken), taken
-    first = order.narrow(axis, 0, 1)
+    first = indices.narrow(axis, 0, 1)
     if flat:
         first = first.reshape([1] * source.dim() if keepdim else [])
     elif not keepdim:
@@ -96,13 +106,19 @@ def _argument_reader(func: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -
     return lambda name: _compat.argument(func, args, kwargs, name)
 
 
-def _mirrored_order(
-    values: torch.Tensor, axis: int, descending: bool, given: torch.Tensor, *, exact_ties: bool
+def _tie_order(
+    values: torch.Tensor,
+    axis: int,
+    descending: bool,
+    given: torch.Tensor,
+    order: TieOrder,
+    *,
+    exact_ties: bool,
 ) -> torch.Tensor | None:
     """Indices along `axis` ordering `values` as eager did (`given`: the indices eager's
     operation returned, its first ones, in its order; the rest by value, equal values by index)
-    except that each run of neighbours nearer than `NEAR_UNITS` to the next is reversed (runs
-    of exactly equal values only where `exact_ties`). None where a value is not finite (NaN
+    except that each run of neighbours nearer than `NEAR_UNITS` to the next is taken in `order`
+    (runs of exactly equal values only where `exact_ties`). None where a value is not finite (NaN
     orders apart from every rule here)."""
     if values.is_floating_point() and not bool(torch.isfinite(values).all()):
         return None
@@ -123,8 +139,13 @@ def _mirrored_order(
     start = torch.where(starts, positions, -1).cummax(dim=-1).values
     last = torch.where(ends.flip(-1), positions, -1).cummax(dim=-1).values.flip(-1)
     end = width - 1 - last
-    mirrored = eager.gather(-1, start + end - positions)
-    return mirrored.movedim(-1, axis)
+    if order == "reversed":
+        partner = start + end - positions
+    else:  # two by two from the run's first member (or its second), a last odd one staying
+        offset = positions - start - int(order == "pairs shifted")
+        partner = torch.where(offset % 2 == 0, positions + 1, positions - 1)
+        partner = torch.where((offset < 0) | (partner > end), positions, partner)
+    return eager.gather(-1, partner).movedim(-1, axis)
 
 
 def _eager_order(moved: torch.Tensor, descending: bool, given: torch.Tensor) -> torch.Tensor:

@@ -9,8 +9,8 @@ from pytest_torchcompile.running.rounding import RoundingNoise
 UP = torch.nextafter(torch.tensor(1.0), torch.tensor(2.0)).item()  # one unit above 1.0
 
 
-def reordered(fn, *args):
-    with RoundingNoise(0, noise=False, ties=True):
+def reordered(fn, *args, order="reversed"):
+    with RoundingNoise(0, noise=False, ties=order):
         return fn(*args)
 
 
@@ -67,3 +67,22 @@ def test_equal_values_come_in_the_other_order_than_eagers_own_topk_not_the_index
         x[size // 3] = x[size - 2] = 2.0  # two equal largest values
         eager = torch.topk(x, 2).indices
         assert reordered(torch.topk, x, 2).indices.tolist() == eager.flip(0).tolist()
+
+
+def test_a_group_of_four_is_also_taken_two_by_two_from_its_first_and_from_its_second() -> None:
+    # Two pairs of equal values five units apart: one group of four near-equal values.
+    far = 1.0 + 5 * torch.finfo(torch.float32).eps
+    x = torch.tensor([1.0, 1.0, far, far, 7.0, 0.5])
+    eager = torch.topk(x, 6).indices.tolist()
+    assert eager[0] == 4 and eager[5] == 5 and sorted(eager[1:3]) == [2, 3]
+    group = eager[1:5]
+    assert reordered(torch.topk, x, 6).indices.tolist()[1:5] == group[::-1]
+    pairs = reordered(torch.topk, x, 6, order="pairs").indices.tolist()
+    assert pairs[1:5] == [group[1], group[0], group[3], group[2]]
+    shifted = reordered(torch.topk, x, 6, order="pairs shifted").indices.tolist()
+    assert shifted[1:5] == [group[0], group[2], group[1], group[3]]
+    assert pairs[0] == shifted[0] == 4 and pairs[5] == shifted[5] == 5  # outside the group
+    three = torch.tensor([3.0, 1.0, far, 1.0])  # a group of three: its last stays in pairs
+    eager_three = torch.sort(three).indices.tolist()
+    paired = reordered(torch.sort, three, order="pairs").indices.tolist()
+    assert paired == [eager_three[1], eager_three[0], eager_three[2], eager_three[3]]
