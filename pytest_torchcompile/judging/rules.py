@@ -289,10 +289,9 @@ def _boundary_lines(at: Boundaries, crossed: int, wrong: int, either: str) -> li
     if wrong:
         lines.append(
             f"    at {wrong} boundary element(s) compiled gets wrong, eager's rounding noise "
-            f"moves eager onto compiled's value (equal values ordered the other way, as topk "
-            f"and sort may) or by more than {ILL_CONDITIONED:g} times compiled's step (no "
-            f"boundary but an ill-conditioned value, a sum whose large terms cancel), within "
-            f"that noise{either}: excused"
+            f"moves eager by more than {ILL_CONDITIONED:g} times compiled's step (no boundary "
+            f"but an ill-conditioned value, a sum whose large terms cancel), within that noise"
+            f"{either}: excused"
         )
     if crossed:
         lines.append(
