@@ -2,8 +2,10 @@
 
 A call is checked unless its class or function is left out (selection.py), it cannot be
 replayed, its signature (class or function, structure, inputs, modes) was checked already in the
-session or diverged already in this test (both unless --compile-parity-every-call), or its class
-reached the cap on signatures (parity_signatures).
+session, its class or function diverged already in this test (both unless
+--compile-parity-every-call: the test fails on the first divergence, and each later signature
+would cost a compile and a triage that change no verdict), or its class reached the cap on
+signatures (parity_signatures).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pytest_torchcompile.running.signatures import Skip
 from pytest_torchcompile.settings import Settings
 
 CAPPED = "the cap on input signatures per module class or function is reached"
+DIVERGED_BEFORE = "already diverged in this test"
 
 
 class SignaturePolicy:
@@ -35,7 +38,7 @@ class SignaturePolicy:
         self._checked = checked  # session-wide: signatures already checked
         # session-wide: signatures checked or diverged per class (--compile-parity-signatures)
         self._per_class = {} if checked_per_class is None else checked_per_class
-        self._diverged: set[Hashable] = set()  # this test's: other tests still check them
+        self._diverged: set[str] = set()  # this test's classes and functions: others still check
 
     def select(self, call: InterceptedCall, copies: ModuleCopies) -> Hashable:
         """The call's signature, or Skip with the reason it is not checked."""
@@ -46,13 +49,13 @@ class SignaturePolicy:
         structure = call.signed_by
         if not self.selection.every_call and signature in self._checked:
             raise Skip(f"{ALREADY_CHECKED}{structure} and input signature")
-        if not self.selection.every_call and signature in self._diverged:
-            raise Skip(f"already diverged in this test{structure} and input signature")
         cap = self.settings.parity_signatures
         counted = self._per_class.setdefault(call.name, set())
         if cap is not None and signature not in counted and len(counted) >= cap:
             source = self.settings.source("parity_signatures")
             raise Skip(f"{CAPPED}: {cap} input signatures of it checked ({source})")
+        if not self.selection.every_call and call.name in self._diverged:
+            raise Skip(f"{DIVERGED_BEFORE}: its later calls change no verdict")
         return signature
 
     def checked(self, name: str, signature: Hashable) -> None:
@@ -61,7 +64,7 @@ class SignaturePolicy:
 
     def diverged(self, name: str, signature: Hashable) -> None:
         self._per_class[name].add(signature)
-        self._diverged.add(signature)
+        self._diverged.add(name)
 
 
-__all__ = ["CAPPED", "SignaturePolicy"]
+__all__ = ["CAPPED", "DIVERGED_BEFORE", "SignaturePolicy"]

@@ -136,8 +136,18 @@ def test_calls_under_no_grad_and_inference_mode_are_checked(pytester):
     result = _run(pytester, "--compile-backend=aot_eager")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*3 checked, 0 diverged, 0 checked partly, 0 skipped"])
-    _run(pytester, "--compile-backend=planted:corrupt_output").stdout.fnmatch_lines(
-        ["*3 intercepted module call(s) diverged*"]
+    every = _run(
+        pytester, "--compile-backend=planted:corrupt_output", "--compile-parity-every-call"
+    )
+    every.stdout.fnmatch_lines(["*3 intercepted module call(s) diverged*"])
+    # Without it, the test fails on the first; the class's later calls change no verdict.
+    first = _run(pytester, "--compile-backend=planted:corrupt_output", "-rA")
+    first.assert_outcomes(failed=1)
+    first.stdout.fnmatch_lines(
+        [
+            "*1 intercepted module call(s) diverged*",
+            "*already diverged in this test: its later calls change no verdict*",
+        ]
     )
 
 

@@ -72,7 +72,9 @@ def test_two_sizes():
     assert Net()(torch.randn(11, 4)).shape == (11,)
 """
     )
-    result = _run(pytester, "--compile-backend=planted:wrong_for_dynamic_shapes", "-k", "2 or two")
+    planted = "--compile-backend=planted:wrong_for_dynamic_shapes"
+    # Every call: the test's second call would otherwise be skipped, its class diverged already.
+    result = _run(pytester, planted, "--compile-parity-every-call", "-k", "2 or two")
     result.assert_outcomes(passed=1, failed=1)  # test_net[2]'s static graph is right
     result.stdout.fnmatch_lines(
         [
