@@ -28,11 +28,11 @@ from torch import Tensor
 
 from pytest_torchcompile.judging import rules
 from pytest_torchcompile.judging.closeness import Scan, distance, is_inexact, num, scan_leaf
-from pytest_torchcompile.judging.verdicts import TIE_SAMPLES, TieSample
 from pytest_torchcompile.judging.verdicts import JudgingError as JudgingError
 from pytest_torchcompile.judging.verdicts import NoiseSample as NoiseSample
 from pytest_torchcompile.judging.verdicts import Outcome as Outcome
 from pytest_torchcompile.judging.verdicts import Verdict as Verdict
+from pytest_torchcompile.running.ties import TIE_ORDERS, TieOrder
 
 AUDIT_ENVIRONMENT = "PYTEST_TORCHCOMPILE_FAIL_EXCUSED"
 """Set to 1, every excused leaf fails with its excuse: an audit of what the rules let pass."""
@@ -330,10 +330,10 @@ def near_ties(case: Case, so_far: Outcome) -> Outcome | None:
         return None  # metadata no order explains; complex values, which nothing orders
     if case.reruns.reproduction(case.name, case.e).kind != "reproduced":
         return None
-    first = _tie_run(case, TIE_SAMPLES[0])
+    first = _tie_run(case, TIE_ORDERS[0])
     if first is None or rules.identical(first, case.e):
         return None
-    later = (_tie_run(case, sample) for sample in TIE_SAMPLES[1:])
+    later = (_tie_run(case, order) for order in TIE_ORDERS[1:])
     orders = itertools.chain([first], (run for run in later if run is not None))
     judged = rules.by_near_ties(case.e, case.c, orders, case.rtol, case.atol, scan)
     if not judged.passed:
@@ -342,10 +342,10 @@ def near_ties(case: Case, so_far: Outcome) -> Outcome | None:
     return Outcome(Verdict.EXCUSED, judged.rule, judged.scan, note=note)
 
 
-def _tie_run(case: Case, sample: TieSample) -> Tensor | None:
+def _tie_run(case: Case, order: TieOrder) -> Tensor | None:
     """This leaf in one of rule 4's re-runs; None where it is not given, raised, or has the
     leaf otherwise shaped."""
-    found = case.reruns.noise(case.name, case.e, sample=sample)
+    found = case.reruns.noise(case.name, case.e, sample=order)
     if found is None or found.raised or found.noisy is None:
         return None
     return found.noisy if found.noisy.shape == case.e.shape else None

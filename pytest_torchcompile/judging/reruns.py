@@ -21,11 +21,10 @@ from torch import Tensor
 from pytest_torchcompile.judging import rules, samples
 from pytest_torchcompile.judging.closeness import dense, distance, is_inexact, num, same_nonfinite
 from pytest_torchcompile.judging.judges import Noise, NoiseSample, Reproduction, RowSample
-from pytest_torchcompile.judging.verdicts import TieSample
 from pytest_torchcompile.running import trees
 from pytest_torchcompile.running.sides import SideResult, Stopwatch
 from pytest_torchcompile.running.snapshot import Unfaithful
-from pytest_torchcompile.running.ties import TieOrder
+from pytest_torchcompile.running.ties import TIE_ORDERS, TieOrder
 
 RowRuns = Callable[[int, Tensor], dict[str, Callable[[], SideResult]]]
 """The re-runs on some rows (indices along the first dimension) of a call whose batch has that
@@ -36,13 +35,6 @@ Tolerances = Callable[[torch.dtype], tuple[float, float]]
 """(rtol, atol) for a dtype: the comparison's tolerances (`parity.CompareOptions.tolerances`)."""
 
 _EXCEPTION_TEXT_LIMIT = 2000
-
-
-_TIE_ORDER: dict[TieSample, TieOrder] = {
-    "ties": "reversed",
-    "ties in pairs": "pairs",
-    "ties in shifted pairs": "pairs shifted",
-}
 
 
 class _Rerun:
@@ -208,7 +200,7 @@ class Reruns:
         self.perturbed = _Rerun(perturbed)
         self.mirrored = _Rerun(mirrored)
         self.ties: dict[NoiseSample, _Rerun] = {
-            sample: _Rerun((ties or {}).get(order)) for sample, order in _TIE_ORDER.items()
+            order: _Rerun((ties or {}).get(order)) for order in TIE_ORDERS
         }
         self.noise_base = _Rerun(noise_base)
         self.control = _Rerun(control)

@@ -16,6 +16,7 @@ from torch import Tensor
 
 from pytest_torchcompile.judging.boundaries import Boundaries
 from pytest_torchcompile.judging.closeness import Scan
+from pytest_torchcompile.running.ties import TieOrder
 
 
 class Verdict(enum.Enum):
@@ -25,13 +26,10 @@ class Verdict(enum.Enum):
     NOT_JUDGED = "not judged"  # the checker cannot judge it (the note says why): no verdict
 
 
-TieSample = Literal["ties", "ties in pairs", "ties in shifted pairs"]
-"""Rule 4's re-runs (no noise), in the order it asks for them: each group of near-equal values
-reversed, swapped two by two, swapped two by two from its second member."""
-TIE_SAMPLES: tuple[TieSample, ...] = ("ties", "ties in pairs", "ties in shifted pairs")
-NoiseSample = Literal["perturbed", "mirrored", TieSample]
+NoiseSample = Literal["perturbed", "mirrored", TieOrder]
 """The samples of eager's own noise, in the order the rules ask for them: every value moved one
-way, every value moved the other way (rule 3), and near-equal values ordered otherwise (rule 4)."""
+way, every value moved the other way (rule 3), and near-equal values taken in each other order
+(rule 4, `running.ties.TIE_ORDERS`)."""
 
 
 class JudgingError(AssertionError):

@@ -155,7 +155,7 @@ def test_a_crossed_boundary_no_rounding_explains_fails_finally() -> None:
     leaf = case(e, c, evidence, tol=(1.6e-2, 1e-5))
     outcome = judges.judge(leaf)
     assert outcome.verdict is Verdict.FAILED and outcome.final
-    assert evidence.asked == ["reference", "noise", "mirrored", "ties"]
+    assert evidence.asked == ["reference", "noise", "mirrored", "reversed"]
     assert any("eager's value is exact" in line for line in outcome.lines)
 
 
