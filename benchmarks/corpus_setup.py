@@ -393,12 +393,33 @@ def download_wheels(requirements: list[str], whl: Path) -> list[str]:
             try:
                 _run(command)
             except SetupError as error:
-                problems.append(f"{spec}: {str(error).splitlines()[-1]}")
-                continue
+                # Some pure-Python packages publish only an sdist (dtcwt, torch-harmonics): a
+                # wheel built here serves the host's Python too if it is tagged none-any.
+                if not _pure_wheel_from_sdist(spec, whl):
+                    problems.append(f"{spec}: {str(error).splitlines()[-1]}")
+                    continue
             have = _wheels(whl, requirement)
         for wheel in have:
             queue += _wheel_requirements(wheel)
     return problems
+
+
+def _pure_wheel_from_sdist(spec: str, whl: Path) -> bool:
+    """Build `spec`'s wheel from its sdist into `whl`; True only if it is pure Python."""
+    with tempfile.TemporaryDirectory() as built:
+        try:
+            _run(
+                [
+                    *(sys.executable, "-m", "pip", "wheel", "--disable-pip-version-check"),
+                    *("--no-deps", "--no-binary", ":all:", "--wheel-dir", built, spec),
+                ]
+            )
+        except SetupError:
+            return False
+        wheels = list(Path(built).glob("*-none-any.whl"))
+        for wheel in wheels:
+            shutil.move(str(wheel), whl / wheel.name)
+        return bool(wheels)
 
 
 INSTALL_SH = """#!/bin/bash
