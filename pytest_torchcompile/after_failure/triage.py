@@ -10,8 +10,9 @@ a failure, `triage` replays the test's checker calls (replay.py):
   shapes) show up because the calls are replayed in order;
 * a standalone `repro.py`, written by the repro writer (repro.py), replays the same sequence
   from saved inputs, outside pytest, and exits 1 while the bug is present;
-* a last replay with torch's structured trace on keeps the Dynamo graphs, AOT graphs and
-  Inductor's code, and a trace directory `tlparse` reads.
+* torch's structured trace, on during the bisect's replay with the configured backend (or a
+  replay of its own where the bisect is off), keeps the Dynamo graphs, AOT graphs and Inductor's
+  code, and a trace directory `tlparse` reads.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from pytest_torchcompile import _compat
-from pytest_torchcompile.after_failure.replay import replay
+from pytest_torchcompile.after_failure.replay import Divergence, replay
 from pytest_torchcompile.after_failure.repro import run_repro, write_repro
 from pytest_torchcompile.counting.costs import CHECK_KINDS
 from pytest_torchcompile.running.recorder import Call, Recorder
@@ -147,27 +148,28 @@ def triage(
     """Bisect the failing sequence (`bisect`: on, off or deep), write `directory`/repro.py and
     collect artifacts."""
     started = time.perf_counter()
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    artifacts = directory / "artifacts"
     candidates = _candidates(recorder)
-    sequence, stage = candidates[-1], ""
+    sequence, stage, traced = candidates[-1], "", False
     if bisect != "off":
-        sequence, stage, settings = _bisect(
-            candidates, _replay_settings(settings, recorder), recorder.examples
+        sequence, stage, settings, traced = _bisect(
+            candidates, _replay_settings(settings, recorder), recorder.examples, artifacts
         )
     elif recorder.session_graphs == CHECK_KINDS[1]:  # unbisected: the graphs were dynamic
         settings = _replay_settings(settings, recorder)[-1]
     if bisect == "deep" and "TorchInductor diverges" in stage:
         stage += "\n" + _deep_bisect(sequence, settings, recorder.examples)
     bisect_time_s = time.perf_counter() - started
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
     repro = directory / "repro.py"
     try:
         notes = write_repro(directory, sequence, settings, recorder.examples, title, stage)
     except Exception as exc:  # e.g. an input pickle cannot save: the stage line still stands
         notes = [f"repro: could not be written: {type(exc).__name__}: {exc}"]
         repro.unlink(missing_ok=True)
-    artifacts = directory / "artifacts"
-    collect_artifacts(artifacts, sequence, settings, recorder.examples)
+    if not traced:
+        collect_artifacts(artifacts, sequence, settings, recorder.examples)
     return Triage(
         stage=stage,
         repro=str(repro) if repro.exists() else "",
@@ -204,19 +206,22 @@ _DYNAMIC_REPLAY = (
 
 
 def _bisect(
-    candidates: list[list[Call]], tried: list[Settings], examples: bool
-) -> tuple[list[Call], str, Settings]:
+    candidates: list[list[Call]], tried: list[Settings], examples: bool, artifacts: Path
+) -> tuple[list[Call], str, Settings, bool]:
     """The shortest candidate the configured backend still fails on (under the first of the
-    `tried` settings that fails at all), the stage line, and those settings."""
-    found = next(
-        (
-            (sequence, settings)
-            for settings in tried
-            for sequence in candidates
-            if replay(sequence, settings, examples=examples) is not None
-        ),
-        None,
-    )
+    `tried` settings that fails at all), the stage line, those settings, and whether
+    `artifacts` holds the trace of that replay (each replay with the configured backend is
+    traced: the one that fails is the compile the artifacts are for, and no replay of its own
+    is needed)."""
+    found = None
+    for settings in tried:
+        for sequence in candidates:
+            shutil.rmtree(artifacts, ignore_errors=True)
+            if _traced_replay(artifacts, sequence, settings, examples)[1] is not None:
+                found = (sequence, settings)
+                break
+        if found is not None:
+            break
     if found is None:
         count, backend = len(candidates[-1]), tried[0].backend
         shapes = " (with the test's settings and with dynamic=true)" if len(tried) > 1 else ""
@@ -228,6 +233,7 @@ def _bisect(
                 "the replay does not rebuild (state changed between checks, or other tests)"
             ),
             tried[0],
+            len(tried) == 1,  # the last replay traced was candidates[-1] under tried[0]
         )
     sequence, settings = found
     how = _DYNAMIC_REPLAY if settings is not tried[0] else ""
@@ -236,8 +242,8 @@ def _bisect(
         diverged = replay(sequence, stage_settings(settings, backend), examples=examples)
         results.append((backend, diverged is not None))
         if diverged is not None:
-            return sequence, stage_line(results) + how, settings
-    return sequence, stage_line([*results, (settings.backend, True)]) + how, settings
+            return sequence, stage_line(results) + how, settings, True
+    return sequence, stage_line([*results, (settings.backend, True)]) + how, settings, True
 
 
 def _deep_bisect(sequence: list[Call], settings: Settings, examples: bool) -> str:
@@ -264,6 +270,13 @@ def collect_artifacts(
     the order torch logged them, the Dynamo graphs (`print_readable`), AOTAutograd's forward and
     backward graphs, and Inductor's output code.
     """
+    return _traced_replay(directory, calls, settings, examples)[0]
+
+
+def _traced_replay(
+    directory: Path, calls: list[Call], settings: Settings, examples: bool
+) -> tuple[list[Path], Divergence | None]:
+    """`collect_artifacts`, and what the replay found."""
     trace = directory / "trace"
     trace.mkdir(parents=True, exist_ok=True)
     written: list[Path] = []
@@ -275,8 +288,8 @@ def collect_artifacts(
             written.append(path)
 
     with _compat.structured_trace(str(trace / "dedicated_log_torch_trace_rank_0.log"), keep):
-        replay(calls, settings, examples=examples)
-    return written
+        diverged = replay(calls, settings, examples=examples)
+    return written, diverged
 
 
 def directory_name(nodeid: str) -> str:
