@@ -277,13 +277,16 @@ def _triage(item: pytest.Item, exc: BaseException, checker: Any) -> None:
         if key is not None and key in run.triaged:
             found = triage.reused(*run.triaged[key])
         else:
+            budget = settings.triage_budget
             found = triage.triage(
                 recorder,
                 checker.settings,
                 root / triage.directory_name(item.nodeid),
                 bisect=settings.bisect,
                 title=item.nodeid,
+                spent=(run.triage_s, budget) if 0 < budget <= run.triage_s else None,
             )
+            run.triage_s += found.time_s
             if key is not None:
                 run.triaged[key] = (item.nodeid, found)
     except Exception as error:  # triage must never hide the test's own failure

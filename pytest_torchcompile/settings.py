@@ -90,6 +90,13 @@ def _parse_tolerance(value: Any) -> float | None:
     return tol
 
 
+def _parse_seconds(value: Any) -> float:
+    seconds = _parse_tolerance(value)
+    if seconds is None:
+        raise ValueError("expected a non-negative number of seconds")
+    return seconds
+
+
 def _parse_choice(choices: tuple[str, ...]) -> Callable[[Any], str]:
     def parse(value: Any) -> str:
         if isinstance(value, bool) and "true" in choices:
@@ -578,6 +585,16 @@ SESSION_OPTIONS: tuple[Option, ...] = (
         "--compile-bisect",
     ),
     Option(
+        "triage_budget",
+        _parse_seconds,
+        300.0,
+        "seconds of triage (stage bisect and artifacts, which replay the failing calls) a "
+        "session spends, per xdist worker; a failure after that gets its repro.py and no "
+        "replays, and says so; 0: no budget",
+        "--compile-triage-budget",
+        default_text="300",
+    ),
+    Option(
         "artifacts",
         str,
         None,
@@ -654,6 +671,7 @@ class SessionSettings:
     worker_gpus: str = _default(_SESSION_BY_NAME, "worker_gpus")
     # after a parity failure, replay the test stage by stage (triage.py)
     bisect: str = _default(_SESSION_BY_NAME, "bisect")
+    triage_budget: float = _default(_SESSION_BY_NAME, "triage_budget")
     # where failing tests' repro and compiler artifacts go
     artifacts: str | None = _default(_SESSION_BY_NAME, "artifacts")
     # --compile-parity and the module-call interception it turns on (see intercept.py)

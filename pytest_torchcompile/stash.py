@@ -54,6 +54,7 @@ class Run:
     # Zero-change mode's divergences triaged in this process: failure key -> (the test, what
     # its triage found), so a later test failing the same way reuses it (triage.Triage)
     triaged: dict[Any, tuple[str, Any]] = field(default_factory=dict)
+    triage_s: float = 0.0  # the seconds triage took in this process (--compile-triage-budget)
     cache: caches.CachePlan | None = None  # --compile-cache
     cache_counts: dict[str, int] = field(default_factory=dict)  # its hits and misses, all processes
 

@@ -127,7 +127,8 @@ class Triage:
         lines = [self.stage] if self.stage else []
         if self.repro:
             lines.append(f"repro: python {self.repro}  (replays {self.calls} checker call(s))")
-        lines.append(f"artifacts: {self.artifacts}")
+        if self.artifacts:
+            lines.append(f"artifacts: {self.artifacts}")
         if self.reused_from:
             timing = (
                 f"triage: reused from {self.reused_from}, which diverged the same way (the same "
@@ -143,16 +144,26 @@ class Triage:
 
 
 def triage(
-    recorder: Recorder, settings: Settings, directory: Path, *, bisect: str, title: str
+    recorder: Recorder,
+    settings: Settings,
+    directory: Path,
+    *,
+    bisect: str,
+    title: str,
+    spent: tuple[float, float] | None = None,
 ) -> Triage:
     """Bisect the failing sequence (`bisect`: on, off or deep), write `directory`/repro.py and
-    collect artifacts."""
+    collect artifacts; only the repro where `spent` (the session's triage seconds so far, and
+    its budget) says the budget is used up: each replay compiles again, and a suite failing
+    everywhere (a wrong backend) would spend minutes per test on them."""
     started = time.perf_counter()
     shutil.rmtree(directory, ignore_errors=True)
     directory.mkdir(parents=True)
     artifacts = directory / "artifacts"
     candidates = _candidates(recorder)
     sequence, stage, traced = candidates[-1], "", False
+    if spent is not None:
+        bisect, traced = "off", True  # no replay at all: the repro alone
     if bisect != "off":
         sequence, stage, settings, traced = _bisect(
             candidates, _replay_settings(settings, recorder), recorder.examples, artifacts
@@ -170,10 +181,16 @@ def triage(
         repro.unlink(missing_ok=True)
     if not traced:
         collect_artifacts(artifacts, sequence, settings, recorder.examples)
+    if spent is not None:
+        notes.append(
+            f"triage: no stage bisect and no artifacts: this session's triage took "
+            f"{spent[0]:.0f}s, its --compile-triage-budget of {spent[1]:g}s; run this test alone, "
+            "or raise the budget (0: none), for them"
+        )
     return Triage(
         stage=stage,
         repro=str(repro) if repro.exists() else "",
-        artifacts=str(artifacts),
+        artifacts=str(artifacts) if artifacts.exists() else "",
         calls=len(sequence),
         time_s=time.perf_counter() - started,
         bisect_time_s=bisect_time_s,

@@ -391,3 +391,34 @@ def test_zero_change_mode_triages_one_divergence_once_per_session(pytester):
         )
         >= 3
     )
+
+
+def test_once_the_session_s_triage_budget_is_spent_a_failure_gets_its_repro_alone(pytester):
+    # A suite failing everywhere (a wrong backend) would otherwise replay and recompile every
+    # failing test; past the budget, a failure names its repro and why it has no stage.
+    pytester.makepyfile(test_repeated=REPEATED)
+    flags = [
+        *("--compile-parity=all", "--compile-parity-every-call", "-rN"),
+        *("--compile-backend=planted:corrupt_output", "--compile-artifacts=out"),
+        "test_repeated.py",  # not the copies of it that each repro keeps under out/
+    ]
+    result = pytester.runpytest(*flags, "--compile-triage-budget=0.001")
+    result.assert_outcomes(failed=3)
+    output = result.stdout.str()
+    spent = (
+        "*triage: no stage bisect and no artifacts: this session's triage took *s, its "
+        "--compile-triage-budget of 0.001s; run this test alone, or raise the budget (0: none), "
+        "for them"
+    )
+    # test_first is triaged, test_second reuses it, test_another_signature is past the budget
+    result.stdout.fnmatch_lines(["*repro: python *test_another_signature/repro.py*", spent])
+    assert output.count("--compile-triage-budget of") == 1
+    out = pytester.path / "out"
+    assert [path.parent.name for path in out.glob("*/artifacts")] == [
+        "test_repeated.py__test_first"
+    ]
+    assert (out / "test_repeated.py__test_another_signature" / "repro.py").exists()
+    result = pytester.runpytest(*flags, "--compile-triage-budget=0")
+    result.assert_outcomes(failed=3)
+    assert "--compile-triage-budget of" not in result.stdout.str()
+    assert len(list(out.glob("*/artifacts"))) == 2
