@@ -310,6 +310,8 @@ class RoundingNoise(_compat.dispatch_mode_base()):  # type: ignore[misc]
                             _magnitude([t for t in inputs if t.layout == torch.strided])
                         )
                 scale = magnitude[0] if magnitude else 0.0
+                if name == "mean":  # the sum's error of another order, over the count
+                    scale = scale / terms
                 moved = _moved(value, salt, terms, self.opposite, scale)
                 if exact is not None and _positive(scale):
                     exact = exact & ~_absorbs(value, scale)

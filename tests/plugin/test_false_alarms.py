@@ -317,6 +317,26 @@ def test_a_planted_gradient_error_is_caught_where_the_gradient_is_well_condition
     result.stdout.fnmatch_lines(["*Judged by eager's rounding noise*"])
 
 
+def test_a_planted_error_in_a_long_mean_is_caught_and_a_correct_compile_passes(pytester):
+    # auraloss's STFT loss is a mean of 1.4M terms: the rounding noise of a mean is its sum's
+    # over the count, and the 1e-3 a planted backend adds stays an error.
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.compile_parity
+        def test_abs_mean(compile_parity):
+            x = torch.randn(1_000_000, generator=torch.Generator().manual_seed(0))
+            x[0] = 50.0
+            compile_parity(lambda t: t.abs().mean(), x)
+        """
+    )
+    result = pytester.runpytest("--compile-backend=planted:corrupt_output", "--compile-bisect=off")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Judged by eager's rounding noise*"])
+    pytester.runpytest("--compile-backend=aot_eager").assert_outcomes(passed=1)
+
+
 def test_a_long_cancelling_sum_summed_in_one_lane_is_noise(pytester):
     # benchmarks/zoo test_ema_update_any_input, inductor seed 3: the sum of a moving average over
     # 3900 wide values (one input non-contiguous, so Inductor sums it in one lane) is 59 ulps of

@@ -70,6 +70,23 @@ def test_a_sum_whose_terms_cancel_moves_by_the_terms_not_by_what_is_left() -> No
     assert float((sin - torch.sin(x)).abs().max()) <= 2 * torch.finfo(torch.float64).eps
 
 
+def test_a_mean_moves_by_its_sum_s_noise_over_the_count() -> None:
+    """A mean is its sum divided by the count, and so is the error another summation order
+    leaves in it: sqrt(n) units of its largest term over n, not sqrt(n) units of that term
+    (which excused a 2e-3 error in auraloss's STFT loss, a mean of 1.4M terms whose largest is
+    9, where eager's own error is 3e-6)."""
+    x = torch.randn(1_000_000, generator=torch.Generator().manual_seed(0)).abs()
+    x[0] = 50.0
+    moved = abs(float(_under_noise(0, torch.mean, x)) - float(x.mean()))
+    summed = abs(float(_under_noise(0, torch.sum, x)) - float(x.sum()))
+    assert moved <= 50 * torch.finfo().eps * 1000 / 1_000_000 + 2 * float(x.mean()) * 1e-4
+    assert moved < summed / 1000  # the sum moves by sqrt(n) units of 50, the mean by 1/n of that
+    rows = torch.randn(4, 10_000, generator=torch.Generator().manual_seed(1))
+    rows[:, 0] = 1e3  # cancelling terms: the mean is small, its error sqrt(n) units of 1e3 / n
+    by_dim = (_under_noise(0, torch.mean, rows, 1) - rows.mean(1)).abs().max()
+    assert float(by_dim) <= 1e3 * torch.finfo().eps * 100 / 10_000 * 2
+
+
 def test_an_exact_sum_moves_where_its_large_terms_absorb_small_ones_in_another_order() -> None:
     """examples' test_ema_update on CUDA (Inductor, torch 2.11, seeds 2 and 4): an average
     holding +-3.4e38 * 0.1 beside small whole numbers sums to exactly 0 in float64 and in
