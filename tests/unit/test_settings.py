@@ -135,6 +135,13 @@ def test_triage_settings_default_on_and_validate():
     ):
         session_from_config(*_config({}, {"compile_bisect": "deeper"}))
     assert session_from_config(*_config({"bisect": "deep"}, {})).bisect == "deep"
+    assert SessionSettings().triage_budget == 300.0
+    budget = session_from_config(*_config({}, {"compile_triage_budget": "0"})).triage_budget
+    assert budget == 0.0
+    with pytest.raises(
+        SettingError, match=r"--compile-triage-budget='-5' from ini compile_triage_budget: .*number"
+    ):
+        session_from_config(*_config({}, {"compile_triage_budget": "-5"}))
 
 
 @pytest.mark.parametrize(
