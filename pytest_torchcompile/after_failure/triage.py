@@ -162,8 +162,9 @@ def triage(
     artifacts = directory / "artifacts"
     candidates = _candidates(recorder)
     sequence, stage, traced = candidates[-1], "", False
-    if spent is not None:
-        bisect, traced = "off", True  # no replay at all: the repro alone
+    replays = spent is None  # past the budget: no replay at all, the repro alone
+    if not replays:
+        bisect = "off"
     if bisect != "off":
         sequence, stage, settings, traced = _bisect(
             candidates, _replay_settings(settings, recorder), recorder.examples, artifacts
@@ -179,7 +180,7 @@ def triage(
     except Exception as exc:  # e.g. an input pickle cannot save: the stage line still stands
         notes = [f"repro: could not be written: {type(exc).__name__}: {exc}"]
         repro.unlink(missing_ok=True)
-    if not traced:
+    if replays and not traced:
         collect_artifacts(artifacts, sequence, settings, recorder.examples)
     if spent is not None:
         notes.append(
