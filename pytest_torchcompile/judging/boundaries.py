@@ -149,6 +149,34 @@ class Boundaries:
         ill = self.wrong_at & (noise > ILL_CONDITIONED * (flat_c - flat_e).abs())
         return ill if bool(ill.any()) else None
 
+    def scattered_by_noise(
+        self, e: Tensor, c: Tensor, noisy: Tensor, base: Tensor
+    ) -> Tensor | None:
+        """Every wrong element, where eager's own rounding noise scatters this leaf's whole
+        numbers as compiled does, only elsewhere: it moves at least as many of them by more
+        than ILL_CONDITIONED times compiled's smallest step (a floor or threshold moves one
+        step under rounding: these are no boundaries), and each step compiled takes is one the
+        noise takes too, within SENSITIVITY_SLACK (the codes of a quantizer, which a flipped
+        floor moves by its weight, 8, 40 or 200, excuse no code off by 1). Such whole numbers
+        are where an ill-conditioned choice lands: indices `multinomial` draws from weights
+        that hold `0 * log(d)` at a distance rounding leaves 0 or not (pytorch-metric-learning's
+        DistanceWeightedMiner: compiled moves 27 of 32,756 indices by up to 26, eager's noise
+        493 by up to 28). Which elements a rounding moves is chance there, so the noise
+        vouches for the leaf, not element by element. None where it does not."""
+        if self.wrong_at is None:
+            return None
+        flat_e, flat_c, flat_noisy, flat_base = _flat64(self.wrong_at.device, e, c, noisy, base)
+        steps = (flat_c - flat_e).abs()[self.wrong_at]
+        noise = torch.where(flat_base == flat_base.round(), (flat_noisy - flat_base).abs(), 0.0)
+        far = int((noise > ILL_CONDITIONED * steps.min()).sum())
+        if far < steps.numel():
+            return None
+        moves = torch.unique(noise[noise > 0])  # sorted
+        low = steps / SENSITIVITY_SLACK
+        nearest = moves[torch.searchsorted(moves, low).clamp(max=moves.numel() - 1)]
+        taken = (nearest >= low) & (nearest <= SENSITIVITY_SLACK * steps)
+        return self.wrong_at if bool(taken.all()) else None
+
     @property
     def cancels(self) -> bool:
         """The reference is 0 at every element: the leaf cancels identically."""

@@ -205,9 +205,14 @@ def by_rounding_noise(
         "results rounded to a neighbouring value, reductions by sqrt(terms) ulps, fused "
         "operations decomposed):",
     ]
+    ill = at.wrong_by_noise(e, c, noisy, base)
+    # The leaf's noise vouches only for what the element's own noise leaves unexplained.
+    scattered = (
+        at.scattered_by_noise(e, c, noisy, base) if _within(ill, at.wrong_at) < at.wrong else None
+    )
+    wrong_by_noise = _either(ill, scattered)
     explained = _either(
-        _either(at.crossed_by_noise(e, noisy, base), at.wrong_by_noise(e, c, noisy, base)),
-        explained_before,
+        _either(at.crossed_by_noise(e, noisy, base), wrong_by_noise), explained_before
     )
     crossed, wrong = _within(explained, at.crossed_at), _within(explained, at.wrong_at)
     either = " (in this sample or an earlier one)" if explained_before is not None else ""
@@ -227,7 +232,7 @@ def by_rounding_noise(
         )
         verdict = dataclasses.replace(verdict, mismatched=verdict.mismatched - placed)
         explained = _either(explained, overflowed)
-    lines += _boundary_lines(at, crossed, wrong, either)
+    lines += _boundary_lines(at, crossed, wrong, either, scattered=scattered is not None)
     unexcused = at.crossed - crossed + at.wrong - wrong
     if unexcused:
         return _answer(
@@ -282,11 +287,24 @@ def _close(a: Tensor, b: Tensor, rtol: float, atol: float) -> Tensor:
     return near | (a64 == b64) | (a64.isnan() & b64.isnan())
 
 
-def _boundary_lines(at: Boundaries, crossed: int, wrong: int, either: str) -> list[str]:
+def _boundary_lines(
+    at: Boundaries, crossed: int, wrong: int, either: str, *, scattered: bool = False
+) -> list[str]:
     """What rule 3 says of the boundary elements: those eager's rounding noise explains
-    (`crossed`, `wrong` of them; `either`: in this sample or an earlier one) and those it leaves."""
+    (`crossed`, `wrong` of them; `either`: in this sample or an earlier one; `scattered`: the
+    wrong ones by the leaf's noise, `Boundaries.scattered_by_noise`) and those it leaves."""
     lines = []
-    if wrong:
+    if wrong and scattered:
+        lines.append(
+            f"    at {wrong} boundary element(s) compiled gets wrong, by steps no larger than "
+            f"{SENSITIVITY_SLACK:g} times eager's rounding noise moves this leaf's whole numbers "
+            "elsewhere; that noise moves at least as many of them, some by more than "
+            f"{ILL_CONDITIONED:g} times compiled's smallest step (a floor or threshold moves one "
+            "step: no boundaries, but whole numbers an ill-conditioned choice lands on, such as "
+            "indices drawn from weights rounding changes), within that noise"
+            f"{either}: excused"
+        )
+    elif wrong:
         lines.append(
             f"    at {wrong} boundary element(s) compiled gets wrong, eager's rounding noise "
             f"moves eager by more than {ILL_CONDITIONED:g} times compiled's step (no boundary "

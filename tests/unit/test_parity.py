@@ -1165,6 +1165,62 @@ def test_a_whole_number_an_ill_conditioned_sum_lands_on_is_no_boundary() -> None
     assert "an ill-conditioned value" in " ".join(report.notes)
 
 
+def sampled_indices() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Indices a sampler draws from weights that rounding changes (pytorch-metric-learning's
+    DistanceWeightedMiner: `0 * log(d)` at a self-distance rounding leaves 0 or not, so a row's
+    draw is NaN-dropped or not): eager as float64 draws them at all but five elements, compiled
+    changes two of them by 9 and 26."""
+    eager = torch.arange(1000, dtype=torch.int64) % 256
+    reference = eager.clone()
+    reference[[3, 70, 400, 512, 900]] += 5
+    compiled = eager.clone()
+    compiled[[10, 600]] += torch.tensor([9, 26])
+    return eager, compiled, reference
+
+
+def noise_moving(eager: torch.Tensor, at: list[int], by: list[int]) -> torch.Tensor:
+    noisy = eager.clone()
+    noisy[at] += torch.tensor(by)
+    return noisy
+
+
+def test_whole_numbers_eager_s_noise_scatters_as_compiled_does_are_no_boundaries() -> None:
+    """Eager's own rounding noise moves 20 other indices by 1 to 28: which elements a rounding
+    moves is chance there, so compiled's two moves, steps the noise takes too, are within it."""
+    eager, compiled, reference = sampled_indices()
+    moves = list(range(100, 1000, 45))
+    noisy = noise_moving(eager, moves, [1 + 7 * i % 28 for i in range(len(moves))])
+    report = passes(
+        side(eager),
+        side(compiled),
+        reference=lambda: side(reference),
+        perturbed=lambda: side(noisy),
+    )
+    assert "an ill-conditioned choice lands on" in " ".join(report.notes)
+
+
+@pytest.mark.parametrize(
+    ("at", "by", "why"),
+    [
+        ([100], [28], "the noise moves fewer whole numbers than compiled"),
+        (list(range(100, 1000, 45)), [1] * 20, "a floor's one step: boundaries"),
+        (list(range(100, 1000, 45)), [8] * 20, "compiled's step of 26 is over 3x the noise's"),
+    ],
+)
+def test_whole_numbers_are_boundaries_unless_the_noise_scatters_them_as_far_and_as_often(
+    at: list[int], by: list[int], why: str
+) -> None:
+    eager, compiled, reference = sampled_indices()
+    message = fails(
+        r"compiled is wrong against the float64 reference",
+        side(eager),
+        side(compiled),
+        reference=lambda: side(reference),
+        perturbed=lambda: side(noise_moving(eager, at, by)),
+    )
+    assert "at 2 boundary element(s) compiled gets wrong" in message, why
+
+
 def test_nan_where_eager_s_rounding_noise_overflows_too_is_excused_and_nowhere_else() -> None:
     """examples' test_ema_update on CUDA (seed 2): a sum whose sixteen terms of 3.4e37 overflow
     in Inductor's order (NaN) and not in eager's (17.5, as float64). Eager's rounding noise
