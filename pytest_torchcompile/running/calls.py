@@ -321,6 +321,8 @@ class CallRunner:
             world.restore(before)
             with self.costs.timing("compiled side"), unseen():
                 as_user = self.compiled.run_as_user(target, args, kwargs)
+            if as_user is not None:  # judged against eager's world too
+                with_world(as_user, world)
             self._note(FALLBACK_RANDOM_NOTE)
         # Eager starts from the world the compiled side did, under the process-wide switches
         # the user set, not torch.compile's.

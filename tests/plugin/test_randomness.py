@@ -84,6 +84,29 @@ def test_dropout_in_training_passes(pytester, backend):
     pytester.runpytest(f"--compile-backend={backend}").assert_outcomes(passed=1)
 
 
+def test_the_compile_as_you_compile_it_leaves_the_world_its_code_reaches_compared(pytester):
+    # tensordict's probabilistic modules on the GPU host: the as-user run's state lacked the
+    # globals and class attributes the call's code reaches, which eager's has, and every call
+    # that drew random numbers failed with "present in eager only, missing from compiled".
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        SEEN = []
+
+        def noisy(x):
+            SEEN.append(len(SEEN))
+            return torch.nn.functional.dropout(x, 0.5) * 2
+
+        @pytest.mark.compile_parity
+        def test_it(compile_parity):
+            compile_parity(noisy, torch.ones(64))
+            assert SEEN == [0]
+        """
+    )
+    pytester.runpytest("--compile-backend=aot_eager").assert_outcomes(passed=1)
+
+
 def test_a_backend_corrupting_a_random_graph_still_fails(pytester):
     pytester.makepyfile(
         """
