@@ -34,6 +34,7 @@ from pytest_torchcompile.running.sides import (
     run_side,
     state_left,
     with_world,
+    without_unjudged,
 )
 from pytest_torchcompile.running.signatures import Skip, inputs_signature
 from pytest_torchcompile.running.snapshot import (
@@ -333,6 +334,7 @@ class CallRunner:
             eager = run_side(eager_side, self.settings.compares_backward, nothing, wait=False)
         lacking = pristine.lacks(watch, state_left(eager, eager_side))
         with_world(eager, world)
+        without_unjudged(world, compiled, as_user)
         return Call(
             target,
             snapshot_of,

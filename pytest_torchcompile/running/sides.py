@@ -205,6 +205,15 @@ def with_world(result: SideResult, world: World) -> None:
         result.after.update(world.state())
 
 
+def without_unjudged(world: World, *results: SideResult | None) -> None:
+    """Take out of the sides' results what a later side left not plain (`World.unjudged`),
+    which is then compared on none of them."""
+    for result in results:
+        if result is not None:
+            for name in world.unjudged:
+                result.after.pop(name, None)
+
+
 def _owned(output: Any) -> Any:
     """Copies of a CUDA-graph replay's outputs, which the next replay would overwrite."""
     if isinstance(output, torch.Tensor):

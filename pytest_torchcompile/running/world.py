@@ -184,6 +184,10 @@ class World:
         self._tensor_copies: dict[tuple[str, int], torch.Tensor] = {}
         self._kept_bytes = 0
         self.unrestored: list[str] = []  # parts a run changed that no run can put back
+        # What some run left not plain (a memo keyed by types): compared on no side, so that a
+        # side that left it plain (empty: the library memoizes only when not compiling) is not
+        # "present in compiled only"
+        self.unjudged: set[str] = set()
         self._code: list[Any] = []  # the hooks and code attributes walked from (`of`), held
 
     @classmethod
@@ -270,7 +274,9 @@ class World:
                 value = namespace.get(name, _MISSING)
             if value is not _MISSING and is_plain(value):
                 state[f"{label} after the call"] = clone_tree(value)
-        return state
+            elif value is not _MISSING:
+                self.unjudged.add(f"{label} after the call")
+        return {name: value for name, value in state.items() if name not in self.unjudged}
 
     def _objects(self) -> Iterator[tuple[str, Any]]:
         yield from self._found.objects.items()

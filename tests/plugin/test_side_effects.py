@@ -130,3 +130,33 @@ def test_a_module_level_object_among_the_inputs_is_shared_and_put_back_before_ea
     )
     result = pytester.runpytest("--compile-backend=aot_eager")
     result.assert_outcomes(passed=1)
+
+
+def test_a_memo_only_eager_fills_with_type_keys_is_compared_on_neither_side(pytester):
+    # tensordict's _TENSOR_COLLECTION_MEMO on the GPU host: memoized by type, and only when not
+    # compiling. At a worker's first call the compiled side left it empty (plain, compared) and
+    # eager left it keyed by a class (not plain, not compared): "present in compiled only".
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        MEMO = {}
+
+        def is_tensor(value):
+            if torch.compiler.is_compiling():
+                return isinstance(value, torch.Tensor)
+            found = MEMO.get(type(value))
+            if found is None:
+                found = MEMO[type(value)] = isinstance(value, torch.Tensor)
+            return found
+
+        def double(x):
+            return x * 2 if is_tensor(x) else x
+
+        @pytest.mark.compile_parity
+        def test_it(compile_parity):
+            compile_parity(double, torch.ones(3))
+            assert MEMO == {torch.Tensor: True}
+        """
+    )
+    pytester.runpytest("--compile-backend=aot_eager").assert_outcomes(passed=1)
