@@ -337,6 +337,30 @@ def test_a_planted_error_in_a_long_mean_is_caught_and_a_correct_compile_passes(p
     pytester.runpytest("--compile-backend=aot_eager").assert_outcomes(passed=1)
 
 
+def test_a_planted_error_in_a_wide_linear_layer_is_caught_and_a_correct_compile_passes(pytester):
+    # ema-pytorch's README model: nn.Linear(512, 512) with randn weights. Each output sums 512
+    # random-signed products; their noise scale was sum |a||b|, 22 times the norm a walk of
+    # them reaches, and excused the 1e-3 a planted backend adds to every output.
+    pytester.makepyfile(
+        """
+        import pytest, torch
+
+        @pytest.mark.compile_parity
+        def test_linear(compile_parity):
+            torch.manual_seed(0)
+            net = torch.nn.Linear(512, 512)
+            with torch.no_grad():
+                net.weight.copy_(torch.randn_like(net.weight))
+                net.bias.copy_(torch.randn_like(net.bias))
+            compile_parity(net, torch.randn(1, 512))
+        """
+    )
+    result = pytester.runpytest("--compile-backend=planted:corrupt_output", "--compile-bisect=off")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Judged by eager's rounding noise*"])
+    pytester.runpytest("--compile-backend=inductor").assert_outcomes(passed=1)
+
+
 def test_a_long_cancelling_sum_summed_in_one_lane_is_noise(pytester):
     # benchmarks/zoo test_ema_update_any_input, inductor seed 3: the sum of a moving average over
     # 3900 wide values (one input non-contiguous, so Inductor sums it in one lane) is 59 ulps of
