@@ -317,6 +317,15 @@ def test_a_planted_gradient_error_is_caught_where_the_gradient_is_well_condition
     result.stdout.fnmatch_lines(["*Judged by eager's rounding noise*"])
 
 
+def assert_caught_past_the_noise_and_passed_on(pytester, backend):
+    """The test file fails under the planted backend's 1e-3, judged past eager's rounding
+    noise, and passes on `backend`, a correct one."""
+    result = pytester.runpytest("--compile-backend=planted:corrupt_output", "--compile-bisect=off")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*Judged by eager's rounding noise*"])
+    pytester.runpytest(f"--compile-backend={backend}").assert_outcomes(passed=1)
+
+
 def test_a_planted_error_in_a_long_mean_is_caught_and_a_correct_compile_passes(pytester):
     # auraloss's STFT loss is a mean of 1.4M terms: the rounding noise of a mean is its sum's
     # over the count, and the 1e-3 a planted backend adds stays an error.
@@ -331,10 +340,7 @@ def test_a_planted_error_in_a_long_mean_is_caught_and_a_correct_compile_passes(p
             compile_parity(lambda t: t.abs().mean(), x)
         """
     )
-    result = pytester.runpytest("--compile-backend=planted:corrupt_output", "--compile-bisect=off")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*Judged by eager's rounding noise*"])
-    pytester.runpytest("--compile-backend=aot_eager").assert_outcomes(passed=1)
+    assert_caught_past_the_noise_and_passed_on(pytester, "aot_eager")
 
 
 def test_a_planted_error_in_a_wide_linear_layer_is_caught_and_a_correct_compile_passes(pytester):
@@ -355,10 +361,7 @@ def test_a_planted_error_in_a_wide_linear_layer_is_caught_and_a_correct_compile_
             compile_parity(net, torch.randn(1, 512))
         """
     )
-    result = pytester.runpytest("--compile-backend=planted:corrupt_output", "--compile-bisect=off")
-    result.assert_outcomes(failed=1)
-    result.stdout.fnmatch_lines(["*Judged by eager's rounding noise*"])
-    pytester.runpytest("--compile-backend=inductor").assert_outcomes(passed=1)
+    assert_caught_past_the_noise_and_passed_on(pytester, "inductor")
 
 
 def test_a_long_cancelling_sum_summed_in_one_lane_is_noise(pytester):
